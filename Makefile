@@ -1,0 +1,39 @@
+# Cadence: two commands on a fresh machine.
+#   make demo   create .venv, install everything, start the demo
+#   make test   create or reuse .venv, install, lint, type-check and run the whole suite
+
+PYTHON ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.installed
+
+.PHONY: demo test lint typecheck unit clean
+
+$(STAMP): pyproject.toml
+	@$(PYTHON) -c 'import sys; sys.exit(sys.version_info < (3, 11))' \
+		|| { echo "Cadence needs Python 3.11 or newer (PYTHON=$(PYTHON))"; exit 1; }
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/pip install --quiet --upgrade pip
+	$(BIN)/pip install --quiet -e '.[dev]'
+	@touch $(STAMP)
+
+# Until the browser demo lands, `demo` runs the most complete job that exists and says so.
+demo: $(STAMP)
+	@echo "Cadence: the browser demo is not built yet; checking the offline default configuration."
+	$(BIN)/cadence config check configs/default.yaml
+	$(BIN)/cadence --help
+
+lint: $(STAMP)
+	$(BIN)/ruff check .
+	$(BIN)/ruff format --check .
+
+typecheck: $(STAMP)
+	$(BIN)/mypy
+
+unit: $(STAMP)
+	$(BIN)/pytest
+
+test: lint typecheck unit
+
+clean:
+	rm -rf $(VENV) .mypy_cache .ruff_cache .pytest_cache

@@ -1,0 +1,32 @@
+"""Root of the ``cadence`` command: wires the subcommand modules together."""
+
+from __future__ import annotations
+
+import logging
+
+import typer
+
+from pipeline.cli import config_cmd
+
+app = typer.Typer(
+    name="cadence",
+    help="Cadence: a real-time voice agent with a block-diffusion turn generator.",
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_enable=False,
+)
+app.add_typer(config_cmd.app, name="config")
+
+
+@app.callback()
+def _root(
+    verbose: bool = typer.Option(False, "--verbose", "-v", help="Log at DEBUG level."),
+) -> None:
+    logging.basicConfig(
+        level=logging.DEBUG if verbose else logging.INFO,
+        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
+    )
+
+
+def main() -> None:
+    app()

@@ -1,0 +1,35 @@
+"""Configuration: typed models, a YAML loader with precise errors, and a commented renderer."""
+
+from pipeline.config.loader import ConfigError, load_config
+from pipeline.config.models import (
+    BudgetConfig,
+    CadenceConfig,
+    LlmConfig,
+    ModelsConfig,
+    RemoteLlmConfig,
+    ServerConfig,
+    SttConfig,
+    TelephonyConfig,
+    TracingConfig,
+    TtsConfig,
+    VadConfig,
+)
+from pipeline.config.render import render_config, render_defaults
+
+__all__ = [
+    "BudgetConfig",
+    "CadenceConfig",
+    "ConfigError",
+    "LlmConfig",
+    "ModelsConfig",
+    "RemoteLlmConfig",
+    "ServerConfig",
+    "SttConfig",
+    "TelephonyConfig",
+    "TracingConfig",
+    "TtsConfig",
+    "VadConfig",
+    "load_config",
+    "render_config",
+    "render_defaults",
+]

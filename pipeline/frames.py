@@ -1,0 +1,183 @@
+"""Typed frames: the only things that flow between stages.
+
+Three families decide how the runtime treats a frame:
+
+* ``DataFrame`` – audio, transcripts, text. Queued in order; an interrupt flushes them.
+* ``ControlFrame`` – markers ordered with the data (end of turn, end of stream). An interrupt
+  flushes them too, except ``EndFrame``, which must always reach the end of the pipeline.
+* ``SystemFrame`` – out of band (interrupt, cancel). Never queued behind data.
+
+All times are milliseconds on the session clock (see ``pipeline.clock``). Audio is mono
+signed 16-bit PCM held in a NumPy ``int16`` array.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from itertools import count
+
+import numpy as np
+import numpy.typing as npt
+
+_frame_ids = count()
+
+Pcm16 = npt.NDArray[np.int16]
+
+
+@dataclass(frozen=True, kw_only=True, eq=False)
+class Frame:
+    """Base of every frame. ``frame_id`` is unique per process and orders creation."""
+
+    frame_id: int = field(default_factory=lambda: next(_frame_ids), init=False)
+
+    @property
+    def name(self) -> str:
+        return f"{type(self).__name__}#{self.frame_id}"
+
+
+@dataclass(frozen=True, kw_only=True, eq=False)
+class DataFrame(Frame):
+    """Payload that an interrupt may discard."""
+
+
+@dataclass(frozen=True, kw_only=True, eq=False)
+class ControlFrame(Frame):
+    """A marker that travels in order with the data."""
+
+
+@dataclass(frozen=True, kw_only=True, eq=False)
+class SystemFrame(Frame):
+    """Out-of-band signal handled by the runtime ahead of queued frames."""
+
+
+# --- audio -----------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, kw_only=True, eq=False)
+class AudioFrame(DataFrame):
+    """A chunk of mono PCM16 audio; ``timestamp_ms`` is the session time of its first sample."""
+
+    pcm: Pcm16
+    sample_rate: int
+    timestamp_ms: float
+
+    def __post_init__(self) -> None:
+        if self.pcm.dtype != np.int16 or self.pcm.ndim != 1:
+            raise ValueError(
+                f"{type(self).__name__} needs a 1-D int16 array, "
+                f"got {self.pcm.ndim}-D {self.pcm.dtype}"
+            )
+        if self.sample_rate <= 0:
+            raise ValueError(f"sample_rate must be positive, got {self.sample_rate}")
+
+    @property
+    def duration_ms(self) -> float:
+        return 1000.0 * len(self.pcm) / self.sample_rate
+
+    @property
+    def end_ms(self) -> float:
+        return self.timestamp_ms + self.duration_ms
+
+
+@dataclass(frozen=True, kw_only=True, eq=False)
+class AudioInFrame(AudioFrame):
+    """Audio of the user, as received from the transport."""
+
+
+@dataclass(frozen=True, kw_only=True, eq=False)
+class AudioOutFrame(AudioFrame):
+    """Reply audio for the transport to play; ``turn_index`` names the reply it belongs to."""
+
+    turn_index: int
+
+
+# --- voice activity --------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, kw_only=True, eq=False)
+class VADEventFrame(DataFrame):
+    """A voice-activity event, back-dated: ``at_ms`` is when it happened in the audio."""
+
+    at_ms: float
+
+
+@dataclass(frozen=True, kw_only=True, eq=False)
+class SpeechStartFrame(VADEventFrame):
+    """The first voiced frame of an utterance began at ``at_ms``."""
+
+
+@dataclass(frozen=True, kw_only=True, eq=False)
+class PauseStartFrame(VADEventFrame):
+    """The last voiced frame before a silence ended at ``at_ms``."""
+
+
+@dataclass(frozen=True, kw_only=True, eq=False)
+class SpeechResumedFrame(VADEventFrame):
+    """Speech came back after a pause, before the endpoint."""
+
+
+@dataclass(frozen=True, kw_only=True, eq=False)
+class EndpointFrame(VADEventFrame):
+    """The user's turn is over. ``speech_end_ms`` is the end of its last voiced frame."""
+
+    speech_end_ms: float
+    forced: bool = False
+
+
+# --- text ------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, kw_only=True, eq=False)
+class TranscriptFrame(DataFrame):
+    text: str
+    at_ms: float
+
+
+@dataclass(frozen=True, kw_only=True, eq=False)
+class PartialTranscriptFrame(TranscriptFrame):
+    """A live caption of speech still in progress; may change."""
+
+
+@dataclass(frozen=True, kw_only=True, eq=False)
+class FinalTranscriptFrame(TranscriptFrame):
+    """The transcript a reply is generated from. ``speculative`` when decoded at pause onset."""
+
+    speculative: bool = False
+
+
+@dataclass(frozen=True, kw_only=True, eq=False)
+class TextPieceFrame(DataFrame):
+    """A finished piece of the agent's reply, handed from the generator to TTS."""
+
+    text: str
+    at_ms: float
+    turn_index: int
+
+
+# --- control ---------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, kw_only=True, eq=False)
+class EndOfReplyFrame(ControlFrame):
+    """The generator has finished the reply of ``turn_index``; TTS flushes its last phrase."""
+
+    turn_index: int
+
+
+@dataclass(frozen=True, kw_only=True, eq=False)
+class EndFrame(ControlFrame):
+    """End of stream: each stage finishes what it holds, passes this on, then stops."""
+
+
+@dataclass(frozen=True, kw_only=True, eq=False)
+class InterruptFrame(SystemFrame):
+    """Cancel in-flight work downstream of the sender and drop what is queued there."""
+
+    reason: str
+
+
+@dataclass(frozen=True, kw_only=True, eq=False)
+class CancelFrame(SystemFrame):
+    """Stop the whole pipeline now, dropping everything in flight."""
+
+    reason: str

@@ -1,0 +1,55 @@
+"""The anchor events of a turn and the stage latencies derived from them (DESIGN.md)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from enum import StrEnum
+
+
+class AnchorEvent(StrEnum):
+    """A moment in a turn; each has one fixed meaning in every report and test."""
+
+    USER_SPEECH_START = "user_speech_start"
+    """Start of the first voiced frame of the user's utterance."""
+    USER_SPEECH_END = "user_speech_end"
+    """End of the last voiced frame (in benchmarks, the ground-truth end of speech)."""
+    ENDPOINT = "endpoint"
+    """The engine commits to "the user's turn is over"."""
+    STT_FINAL = "stt_final"
+    """The transcript the reply is generated from is available."""
+    LLM_FIRST_EMIT = "llm_first_emit"
+    """First text handed from the generator to TTS."""
+    LLM_DONE = "llm_done"
+    """The generator finished the reply."""
+    TTS_FIRST_AUDIO = "tts_first_audio"
+    """First synthesized audio of the reply is ready."""
+    AUDIO_OUT_FIRST = "audio_out_first"
+    """First reply audio frame handed to the transport for sending."""
+    INTERRUPTED = "interrupted"
+    """Barge-in: user speech cut the reply off."""
+
+
+@dataclass(frozen=True)
+class DerivedLatency:
+    """``end - start`` in milliseconds; its name is also its budget key."""
+
+    name: str
+    start: AnchorEvent
+    end: AnchorEvent
+
+
+STAGE_LATENCIES: tuple[DerivedLatency, ...] = (
+    DerivedLatency("endpoint", AnchorEvent.USER_SPEECH_END, AnchorEvent.ENDPOINT),
+    DerivedLatency("stt", AnchorEvent.ENDPOINT, AnchorEvent.STT_FINAL),
+    DerivedLatency("llm_first_emit", AnchorEvent.STT_FINAL, AnchorEvent.LLM_FIRST_EMIT),
+    DerivedLatency("tts_first_audio", AnchorEvent.LLM_FIRST_EMIT, AnchorEvent.TTS_FIRST_AUDIO),
+    DerivedLatency("transport", AnchorEvent.TTS_FIRST_AUDIO, AnchorEvent.AUDIO_OUT_FIRST),
+)
+"""The stages of a turn in the order they happen; together they sum to voice-to-voice."""
+
+VOICE_TO_VOICE = DerivedLatency(
+    "voice_to_voice", AnchorEvent.USER_SPEECH_END, AnchorEvent.AUDIO_OUT_FIRST
+)
+"""What the caller feels: from the end of their speech to the first sound of the answer."""
+
+ALL_LATENCIES: tuple[DerivedLatency, ...] = (VOICE_TO_VOICE, *STAGE_LATENCIES)

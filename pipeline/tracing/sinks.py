@@ -1,0 +1,137 @@
+"""Where finished turn traces go: a JSON-lines log, OpenTelemetry, or both."""
+
+from __future__ import annotations
+
+import functools
+import time
+from pathlib import Path
+from typing import Protocol, TextIO
+
+from opentelemetry import trace
+from opentelemetry.sdk.trace import TracerProvider
+from opentelemetry.trace import Span, Tracer
+
+from pipeline.clock import Clock
+from pipeline.tracing.anchors import STAGE_LATENCIES
+from pipeline.tracing.turn_trace import TurnTrace
+
+
+class TraceSink(Protocol):
+    def write(self, turn: TurnTrace) -> None: ...
+
+    def close(self) -> None: ...
+
+
+class JsonlTraceSink:
+    """Appends one line per turn and flushes it, so a crash loses at most the open turn."""
+
+    def __init__(self, path: Path) -> None:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        self.path = path
+        self._file: TextIO | None = path.open("a", encoding="utf-8")
+
+    def write(self, turn: TurnTrace) -> None:
+        if self._file is None:
+            raise RuntimeError(f"trace log {self.path} is closed")
+        self._file.write(turn.to_json_line() + "\n")
+        self._file.flush()
+
+    def close(self) -> None:
+        if self._file is not None:
+            self._file.close()
+            self._file = None
+
+
+def read_traces(path: Path) -> list[TurnTrace]:
+    """Read a JSON-lines trace log; an invalid line raises with its line number."""
+    traces = []
+    with path.open(encoding="utf-8") as file:
+        for number, line in enumerate(file, start=1):
+            if not line.strip():
+                continue
+            try:
+                traces.append(TurnTrace.from_json_line(line))
+            except ValueError as exc:
+                raise ValueError(f"{path}:{number}: not a Cadence turn trace: {exc}") from exc
+    return traces
+
+
+class OtelTraceSink:
+    """Exports a session as OpenTelemetry spans: session → turn → stage.
+
+    The session clock is monotonic and per session; spans need wall-clock nanoseconds, so the
+    offset between the two is taken once, when the session starts.
+    """
+
+    def __init__(self, tracer: Tracer, session_id: str, clock: Clock) -> None:
+        self._tracer = tracer
+        self._clock = clock
+        self._epoch_ns = time.time_ns() - self._ns(clock.now_ms())
+        self._session: Span | None = tracer.start_span(
+            "session",
+            start_time=self._to_wall(clock.now_ms()),
+            attributes={"cadence.session_id": session_id},
+        )
+
+    def write(self, turn: TurnTrace) -> None:
+        if self._session is None:
+            raise RuntimeError("the session span is already closed")
+        times = [*turn.events.values()]
+        times += [t for work in turn.discarded for t in (work.start_ms, work.end_ms)]
+        if not times:
+            return
+        context = trace.set_span_in_context(self._session)
+        span = self._tracer.start_span(
+            "turn",
+            context=context,
+            start_time=self._to_wall(min(times)),
+            attributes={"cadence.session_id": turn.session_id, "cadence.turn": turn.turn},
+        )
+        for event, at_ms in sorted(turn.events.items(), key=lambda item: item[1]):
+            span.add_event(event.value, timestamp=self._to_wall(at_ms))
+        for name, value in turn.latencies_ms.items():
+            if value is not None:
+                span.set_attribute(f"cadence.latency_ms.{name}", value)
+        turn_context = trace.set_span_in_context(span)
+        for latency in STAGE_LATENCIES:
+            if latency.start in turn.events and latency.end in turn.events:
+                start, end = turn.events[latency.start], turn.events[latency.end]
+                self._tracer.start_span(
+                    latency.name,
+                    context=turn_context,
+                    start_time=self._to_wall(min(start, end)),
+                    attributes={"cadence.latency_ms": end - start, "cadence.discarded": False},
+                ).end(end_time=self._to_wall(max(start, end)))
+        for work in turn.discarded:
+            self._tracer.start_span(
+                work.kind,
+                context=turn_context,
+                start_time=self._to_wall(work.start_ms),
+                attributes={"cadence.discarded": True, "cadence.reason": work.reason},
+            ).end(end_time=self._to_wall(work.end_ms))
+        span.end(end_time=self._to_wall(max(times)))
+
+    def close(self) -> None:
+        if self._session is not None:
+            self._session.end(end_time=self._to_wall(self._clock.now_ms()))
+            self._session = None
+
+    @staticmethod
+    def _ns(ms: float) -> int:
+        return round(ms * 1_000_000)
+
+    def _to_wall(self, ms: float) -> int:
+        return self._epoch_ns + self._ns(ms)
+
+
+@functools.cache
+def otlp_tracer_provider(service_name: str, endpoint: str) -> TracerProvider:
+    """The process-wide provider that batches Cadence spans to ``endpoint`` over OTLP/HTTP.
+    Its batches are flushed at interpreter exit (the SDK registers that)."""
+    from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
+    from opentelemetry.sdk.resources import Resource
+    from opentelemetry.sdk.trace.export import BatchSpanProcessor
+
+    provider = TracerProvider(resource=Resource.create({"service.name": service_name}))
+    provider.add_span_processor(BatchSpanProcessor(OTLPSpanExporter(endpoint=endpoint)))
+    return provider

@@ -1,0 +1,16 @@
+"""Audio plumbing shared by stages and transports: PCM conversion, framing, resampling, G.711."""
+
+from voice.audio.framing import AudioFramer
+from voice.audio.g711 import ulaw_decode, ulaw_encode
+from voice.audio.pcm import float_to_pcm16, pcm16_to_float
+from voice.audio.resample import StreamResampler, resample
+
+__all__ = [
+    "AudioFramer",
+    "StreamResampler",
+    "float_to_pcm16",
+    "pcm16_to_float",
+    "resample",
+    "ulaw_decode",
+    "ulaw_encode",
+]
