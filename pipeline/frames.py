@@ -17,11 +17,10 @@ from dataclasses import dataclass, field
 from itertools import count
 
 import numpy as np
-import numpy.typing as npt
+
+from voice.audio.pcm import Pcm16
 
 _frame_ids = count()
-
-Pcm16 = npt.NDArray[np.int16]
 
 
 @dataclass(frozen=True, kw_only=True, eq=False)
@@ -86,7 +85,9 @@ class AudioInFrame(AudioFrame):
 
 @dataclass(frozen=True, kw_only=True, eq=False)
 class AudioOutFrame(AudioFrame):
-    """Reply audio for the transport to play; ``turn_index`` names the reply it belongs to."""
+    """Reply audio for the transport to play. ``turn_index`` names the reply it belongs to;
+    ``timestamp_ms`` is the offset of its first sample from the start of that reply (when it
+    will be heard is up to the transport), which is what barge-in truncation needs."""
 
     turn_index: int
 
@@ -154,6 +155,17 @@ class TextPieceFrame(DataFrame):
     turn_index: int
 
 
+@dataclass(frozen=True, kw_only=True, eq=False)
+class SpeculationDiscardedFrame(DataFrame):
+    """Speculative work was thrown away (a decode started at a pause that speech resumed);
+    the tracer records it as ``discarded``."""
+
+    kind: str
+    started_ms: float
+    ended_ms: float
+    reason: str
+
+
 # --- control ---------------------------------------------------------------------------------
 
 
@@ -162,6 +174,14 @@ class EndOfReplyFrame(ControlFrame):
     """The generator has finished the reply of ``turn_index``; TTS flushes its last phrase."""
 
     turn_index: int
+
+
+@dataclass(frozen=True, kw_only=True, eq=False)
+class ReplySynthesizedFrame(ControlFrame):
+    """TTS finished the reply of ``turn_index``: ``audio_ms`` of audio went out for it."""
+
+    turn_index: int
+    audio_ms: float
 
 
 @dataclass(frozen=True, kw_only=True, eq=False)

@@ -6,7 +6,7 @@ import logging
 
 import typer
 
-from pipeline.cli import config_cmd
+from pipeline.cli import config_cmd, voice_cmd
 
 app = typer.Typer(
     name="cadence",
@@ -16,6 +16,8 @@ app = typer.Typer(
     pretty_exceptions_enable=False,
 )
 app.add_typer(config_cmd.app, name="config")
+app.command("transcribe")(voice_cmd.transcribe)
+app.command("say")(voice_cmd.say)
 
 
 @app.callback()
@@ -26,6 +28,9 @@ def _root(
         level=logging.DEBUG if verbose else logging.INFO,
         format="%(asctime)s %(levelname)s %(name)s: %(message)s",
     )
+    if not verbose:
+        # faster-whisper logs every decode at INFO; Cadence reports decodes itself.
+        logging.getLogger("faster_whisper").setLevel(logging.WARNING)
 
 
 def main() -> None:

@@ -65,11 +65,16 @@ class LlmConfig(_Section):
     confidence_threshold: float = Field(0.9, gt=0.0, le=1.0)
     """Each denoising step commits every masked position at least this confident."""
     first_emit_budget_ms: float = Field(150.0, gt=0.0)
-    """When the first block runs late against this, the threshold is lowered."""
+    """When the first block runs late against this, the threshold is lowered (linearly, to
+    0 at twice the budget)."""
+    block_budget_ms: float = Field(150.0, gt=0.0)
+    """The same rule for each later block, timed from the block's start."""
     max_reply_tokens: int = Field(48, ge=1)
     """Length cap of one reply."""
     history_turns: int = Field(3, ge=1)
     """Past turns the generator sees; older turns are dropped first."""
+    max_context_tokens: int = Field(128, ge=8)
+    """The oldest of those turns are also dropped until the history fits this many tokens."""
     remote: RemoteLlmConfig | None = None
     """Required when `backend` is `remote`."""
 
@@ -104,6 +109,16 @@ class VadConfig(_Section):
     """Silence after the last voiced frame before the turn is declared over."""
     max_utterance_ms: int = Field(30_000, ge=1000)
     """An endpoint is forced after this much speech."""
+    tail_trim_db: float | None = Field(30.0, gt=0)
+    """Date the end of speech from the last voiced frame within this many dB of the
+    utterance's loudest: the VAD's ~100 ms of hangover on a fading voice stops delaying the
+    endpoint. null turns it off."""
+
+    @model_validator(mode="after")
+    def _pause_before_endpoint(self) -> VadConfig:
+        if self.pause_ms > self.endpoint_silence_ms:
+            raise ValueError("pause_ms must not exceed endpoint_silence_ms")
+        return self
 
 
 class BudgetConfig(_Section):

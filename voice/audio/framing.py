@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from pipeline.frames import Pcm16
+from voice.audio.pcm import Pcm16
 
 
 class AudioFramer:

@@ -9,7 +9,7 @@ from __future__ import annotations
 import numpy as np
 import numpy.typing as npt
 
-from pipeline.frames import Pcm16
+from voice.audio.pcm import Pcm16
 
 Ulaw = npt.NDArray[np.uint8]
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import soxr
 
-from pipeline.frames import Pcm16
+from voice.audio.pcm import Pcm16
 
 
 class StreamResampler:

@@ -1,0 +1,154 @@
+"""``STTStage``: collects each utterance's audio and transcribes it, speculatively.
+
+The final decode starts at pause onset, while the endpointer is still waiting out the
+silence. If the silence holds, the endpoint finds the transcript ready (or nearly); if
+speech resumes, the decode is abandoned and reported as discarded work. Optional partial
+transcripts give live captions during speech, at a cost measured in docs/voice.md.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections import deque
+
+import numpy as np
+
+from pipeline.clock import Clock
+from pipeline.frames import (
+    AudioInFrame,
+    EndpointFrame,
+    FinalTranscriptFrame,
+    Frame,
+    PartialTranscriptFrame,
+    PauseStartFrame,
+    SpeculationDiscardedFrame,
+    SpeechResumedFrame,
+    SpeechStartFrame,
+)
+from pipeline.stage import Stage
+from voice.audio.pcm import Pcm16
+from voice.stt import Transcriber, Transcription
+
+LEAD_MS = 300.0
+"""Audio kept before the detected speech start: the VAD needs a few frames to be sure, and
+whisper hears a clipped first consonant badly."""
+
+
+class STTStage(Stage):
+    def __init__(
+        self,
+        transcriber: Transcriber,
+        *,
+        clock: Clock,
+        sample_rate: int = 16000,
+        partials_interval_ms: int | None = None,
+        name: str = "stt",
+    ) -> None:
+        super().__init__(name=name)
+        self._transcriber = transcriber
+        self._clock = clock
+        self._sample_rate = sample_rate
+        self._partials_interval_ms = partials_interval_ms
+        self._recent: deque[AudioInFrame] = deque()
+        self._utterance: list[Pcm16] | None = None
+        self._utterance_ms = 0.0
+        self._speculation: asyncio.Task[Transcription] | None = None
+        self._speculation_started_ms = 0.0
+        self._partial: asyncio.Task[None] | None = None
+        self._partial_at_ms = 0.0
+
+    async def process(self, frame: Frame) -> None:
+        match frame:
+            case AudioInFrame():
+                self._hear(frame)
+            case SpeechStartFrame():
+                self._begin_utterance(frame.at_ms)
+                await self.push(frame)
+            case PauseStartFrame():
+                await self.push(frame)
+                if self._utterance is not None:
+                    self._speculation = self.spawn(
+                        self._transcriber.transcribe(self._audio()), name="speculative-decode"
+                    )
+                    self._speculation_started_ms = self._clock.now_ms()
+            case SpeechResumedFrame():
+                await self._discard_speculation("speech resumed")
+                await self.push(frame)
+            case EndpointFrame():
+                await self.push(frame)
+                await self._finish_utterance()
+            case _:
+                await self.push(frame)
+
+    async def on_interrupt(self) -> None:
+        # In-flight decodes were cancelled with the stage's spawned work.
+        self._speculation = None
+        self._partial = None
+
+    def _hear(self, frame: AudioInFrame) -> None:
+        if frame.sample_rate != self._sample_rate:
+            raise ValueError(f"STT needs {self._sample_rate} Hz audio, got {frame.sample_rate} Hz")
+        if self._utterance is None:
+            self._recent.append(frame)
+            while self._recent and self._recent[0].end_ms < frame.end_ms - 1000.0:
+                self._recent.popleft()
+            return
+        self._utterance.append(frame.pcm)
+        self._utterance_ms += frame.duration_ms
+        interval = self._partials_interval_ms
+        if (
+            interval is not None
+            and self._utterance_ms - self._partial_at_ms >= interval
+            and (self._partial is None or self._partial.done())
+            and self._speculation is None
+        ):
+            self._partial_at_ms = self._utterance_ms
+            self._partial = self.spawn(self._caption(self._audio()), name="partial-decode")
+
+    def _begin_utterance(self, speech_start_ms: float) -> None:
+        kept = [f for f in self._recent if f.end_ms > speech_start_ms - LEAD_MS]
+        self._recent.clear()
+        self._utterance = [f.pcm for f in kept]
+        self._utterance_ms = sum(f.duration_ms for f in kept)
+        self._partial_at_ms = 0.0
+
+    async def _finish_utterance(self) -> None:
+        if self._utterance is None:
+            return
+        speculation, self._speculation = self._speculation, None
+        if self._partial is not None:
+            self._partial.cancel()
+            self._partial = None
+        if speculation is not None:
+            result = await speculation
+        else:
+            result = await self._transcriber.transcribe(self._audio())
+        self._utterance = None
+        await self.push(
+            FinalTranscriptFrame(
+                text=result.text, at_ms=self._clock.now_ms(), speculative=speculation is not None
+            )
+        )
+
+    async def _discard_speculation(self, reason: str) -> None:
+        if self._speculation is None:
+            return
+        self._speculation.cancel()
+        self._speculation = None
+        await self.push(
+            SpeculationDiscardedFrame(
+                kind="stt_decode",
+                started_ms=self._speculation_started_ms,
+                ended_ms=self._clock.now_ms(),
+                reason=reason,
+            )
+        )
+
+    async def _caption(self, audio: Pcm16) -> None:
+        result = await self._transcriber.transcribe(audio)
+        if result.text:
+            await self.push(PartialTranscriptFrame(text=result.text, at_ms=self._clock.now_ms()))
+
+    def _audio(self) -> Pcm16:
+        assert self._utterance is not None
+        return np.concatenate(self._utterance) if self._utterance else np.zeros(0, np.int16)

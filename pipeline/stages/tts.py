@@ -1,0 +1,124 @@
+"""``TTSStage``: speaks the generator's text phrase by phrase as it streams in.
+
+Text pieces are cut into phrases (the first one short); each phrase is synthesized as soon as
+it is complete, while later text is still arriving, and its audio goes out in 20 ms frames
+resampled to the transport's rate. One speaker task per reply synthesizes phrases in order;
+an interrupt cancels it mid-phrase. When the reply ends, the stage reports how much audio it
+produced (``ReplySynthesizedFrame``) before passing the end of the reply on.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from pipeline.frames import (
+    AudioOutFrame,
+    EndOfReplyFrame,
+    Frame,
+    ReplySynthesizedFrame,
+    TextPieceFrame,
+)
+from pipeline.stage import Stage
+from voice.audio import AudioFramer, Pcm16, StreamResampler
+from voice.tts import PhraseSplitter, Synthesizer
+
+FRAME_MS = 20
+
+
+@dataclass
+class _Reply:
+    turn_index: int
+    splitter: PhraseSplitter
+    phrases: asyncio.Queue[str | None] = field(default_factory=asyncio.Queue)
+    speaker: asyncio.Task[None] | None = None
+
+
+class TTSStage(Stage):
+    def __init__(
+        self,
+        synthesizer: Synthesizer,
+        *,
+        output_sample_rate: int,
+        first_phrase_max_words: int = 6,
+        name: str = "tts",
+    ) -> None:
+        super().__init__(name=name)
+        self._synthesizer = synthesizer
+        self.output_sample_rate = output_sample_rate
+        self._first_phrase_max_words = first_phrase_max_words
+        self._reply: _Reply | None = None
+
+    async def process(self, frame: Frame) -> None:
+        match frame:
+            case TextPieceFrame():
+                reply = self._reply_for(frame.turn_index)
+                for phrase in reply.splitter.feed(frame.text):
+                    reply.phrases.put_nowait(phrase)
+            case EndOfReplyFrame():
+                reply = self._reply_for(frame.turn_index)
+                self._reply = None
+                last = reply.splitter.flush()
+                if last is not None:
+                    reply.phrases.put_nowait(last)
+                reply.phrases.put_nowait(None)
+                # The end of the reply moves on only after its audio.
+                if reply.speaker is not None:
+                    await reply.speaker
+            case _:
+                await self.push(frame)
+
+    async def on_interrupt(self) -> None:
+        self._reply = None
+
+    def _reply_for(self, turn_index: int) -> _Reply:
+        if self._reply is None or self._reply.turn_index != turn_index:
+            self._reply = _Reply(turn_index, PhraseSplitter(self._first_phrase_max_words))
+            self._reply.speaker = self.spawn(self._speak(self._reply), name=f"speak-{turn_index}")
+        return self._reply
+
+    async def _speak(self, reply: _Reply) -> None:
+        audio = _ReplyAudio(
+            self._synthesizer.sample_rate, self.output_sample_rate, reply.turn_index
+        )
+        while (phrase := await reply.phrases.get()) is not None:
+            async for pcm in self._synthesizer.synthesize(phrase):
+                for frame in audio.frames(pcm):
+                    await self.push(frame)
+        for frame in audio.frames(np.zeros(0, np.int16), last=True):
+            await self.push(frame)
+        await self.push(
+            ReplySynthesizedFrame(turn_index=reply.turn_index, audio_ms=audio.produced_ms)
+        )
+        await self.push(EndOfReplyFrame(turn_index=reply.turn_index))
+
+
+class _ReplyAudio:
+    """Resamples one reply's audio to the output rate and cuts it into frames, continuous
+    across phrases, counting how much it produced."""
+
+    def __init__(self, in_rate: int, out_rate: int, turn_index: int) -> None:
+        self._resampler = StreamResampler(in_rate, out_rate)
+        self._framer = AudioFramer(out_rate, FRAME_MS)
+        self._out_rate = out_rate
+        self._turn_index = turn_index
+        self.produced_ms = 0.0
+
+    def frames(self, pcm: Pcm16, *, last: bool = False) -> list[AudioOutFrame]:
+        chunks = self._framer.push(self._resampler.process(pcm, last=last))
+        if last and (tail := self._framer.flush()) is not None:
+            chunks.append(tail)
+        frames = []
+        for chunk in chunks:
+            frames.append(
+                AudioOutFrame(
+                    pcm=chunk,
+                    sample_rate=self._out_rate,
+                    timestamp_ms=self.produced_ms,
+                    turn_index=self._turn_index,
+                )
+            )
+            self.produced_ms += FRAME_MS
+        return frames

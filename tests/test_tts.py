@@ -1,0 +1,184 @@
+"""Phrase splitting, and phrase-streaming synthesis with the embedded Piper voice."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+
+import numpy as np
+import pytest
+from models import synthesizer, transcriber
+
+from pipeline.frames import (
+    AudioOutFrame,
+    EndOfReplyFrame,
+    Frame,
+    ReplySynthesizedFrame,
+    TextPieceFrame,
+)
+from pipeline.pipeline import Pipeline
+from pipeline.stage import Stage
+from pipeline.stages import TTSStage
+from voice.audio import resample
+from voice.model_errors import ModelUnavailableError
+from voice.stt import word_error_rate
+from voice.tts import PhraseSplitter, load_synthesizer
+
+
+def split(pieces: list[str], first_max_words: int = 6) -> list[str]:
+    splitter = PhraseSplitter(first_max_words)
+    phrases = [p for piece in pieces for p in splitter.feed(piece)]
+    last = splitter.flush()
+    return phrases + ([last] if last else [])
+
+
+def test_the_first_phrase_ends_at_the_first_clause() -> None:
+    assert split(["Sure", ", I can", " help with that. ", "Anything else?"]) == [
+        "Sure,",
+        "I can help with that.",
+        "Anything else?",
+    ]
+
+
+def test_the_first_phrase_is_cut_after_a_few_words_without_a_boundary() -> None:
+    text = "I found three restaurants in the area that serve Italian food near you"
+    assert split([word + " " for word in text.split()], 4)[0] == "I found three restaurants"
+    assert " ".join(split([w + " " for w in text.split()], 4)) == text
+
+
+def test_later_phrases_keep_short_clauses_together() -> None:
+    phrases = split(["Okay. ", "Yes, sir, your card ending in four two is blocked now. Bye."])
+    assert phrases == ["Okay.", "Yes, sir, your card ending in four two is blocked now.", "Bye."]
+
+
+def test_decimals_and_abbreviations_are_not_sentence_ends() -> None:
+    phrases = split(["The fare is 3.", "50 dollars to Dr. Smith's office on Main St. today. Ok."])
+    assert phrases[0] == "The fare is 3.50 dollars to Dr. Smith's office on Main St. today."
+
+
+def test_a_boundary_waits_for_the_next_word() -> None:
+    splitter = PhraseSplitter(6)
+    assert splitter.feed("It costs 3.") == []  # "3." may be "3.50"
+    assert splitter.feed("5 dollars. ") == ["It costs 3.5 dollars."]
+
+
+class Collect(Stage):
+    def __init__(self) -> None:
+        super().__init__(name="collect")
+        self.frames: list[tuple[float, Frame]] = []
+
+    async def process(self, frame: Frame) -> None:
+        self.frames.append((time.perf_counter(), frame))
+
+
+class Feeder(Stage):
+    """Upstream of TTS; can interrupt it like the turn engine does on barge-in."""
+
+
+def reply(text: str, turn: int = 0) -> list[Frame]:
+    pieces: list[Frame] = [
+        TextPieceFrame(text=word + " ", at_ms=0, turn_index=turn) for word in text.split()
+    ]
+    return [*pieces, EndOfReplyFrame(turn_index=turn)]
+
+
+async def test_tts_to_stt_round_trip_recovers_the_words() -> None:
+    sentences = [
+        "Your table for two is booked for seven tonight.",
+        "I have moved your flight to Tuesday morning, and your seat is by the window.",
+        "The total comes to forty two dollars.",
+    ]
+    collect = Collect()
+    pipeline = Pipeline([TTSStage(synthesizer(), output_sample_rate=16000), collect])
+    await pipeline.start()
+    for turn, sentence in enumerate(sentences):
+        for frame in reply(sentence, turn):
+            await pipeline.queue(frame)
+    await pipeline.end(timeout_s=60)
+    hypotheses = []
+    for turn in range(len(sentences)):
+        audio = [
+            f.pcm
+            for _, f in collect.frames
+            if isinstance(f, AudioOutFrame) and f.turn_index == turn
+        ]
+        hypotheses.append(transcriber().transcribe_blocking(np.concatenate(audio)).text)
+    wer = word_error_rate(sentences, hypotheses)
+    print(f"TTS → STT round trip WER {wer:.3f}: {hypotheses}")
+    assert wer <= 0.10
+
+
+async def test_reply_audio_is_framed_at_the_output_rate_and_accounted_for() -> None:
+    collect = Collect()
+    pipeline = Pipeline([TTSStage(synthesizer(), output_sample_rate=8000), collect])
+    await pipeline.start()
+    for frame in reply("Hello, thanks for calling. How can I help?"):
+        await pipeline.queue(frame)
+    await pipeline.end(timeout_s=60)
+    frames = [f for _, f in collect.frames]
+    audio = [f for f in frames if isinstance(f, AudioOutFrame)]
+    assert {(f.sample_rate, len(f.pcm)) for f in audio} == {(8000, 160)}
+    assert [f.timestamp_ms for f in audio] == [20.0 * i for i in range(len(audio))]
+    done = next(f for f in frames if isinstance(f, ReplySynthesizedFrame))
+    assert done.audio_ms == 20.0 * len(audio)
+    assert 1500 < done.audio_ms < 6000
+    # The end of the reply follows its audio.
+    assert isinstance(frames[-2], ReplySynthesizedFrame)
+    assert isinstance(frames[-1], EndOfReplyFrame)
+
+
+async def test_the_first_phrase_is_heard_before_the_reply_is_finished() -> None:
+    collect = Collect()
+    pipeline = Pipeline([TTSStage(synthesizer(), output_sample_rate=16000), collect])
+    await pipeline.start()
+    await pipeline.queue(TextPieceFrame(text="Sure, ", at_ms=0, turn_index=0))
+    await pipeline.queue(TextPieceFrame(text="let me check", at_ms=0, turn_index=0))
+    for _ in range(200):
+        if collect.frames:
+            break
+        await asyncio.sleep(0.01)
+    assert collect.frames, "no audio for a complete first phrase while the reply continues"
+    await pipeline.queue(EndOfReplyFrame(turn_index=0))
+    await pipeline.end(timeout_s=30)
+
+
+async def test_an_interrupt_stops_synthesis_promptly() -> None:
+    feeder, collect = Feeder(name="feeder"), Collect()
+    pipeline = Pipeline([feeder, TTSStage(synthesizer(), output_sample_rate=16000), collect])
+    await pipeline.start()
+    long_reply = " ".join(
+        ["This is sentence number %d of a very long answer." % i for i in range(30)]
+    )
+    for frame in reply(long_reply):
+        await pipeline.queue(frame)
+    for _ in range(1000):  # until the first audio
+        if collect.frames:
+            break
+        await asyncio.sleep(0.005)
+    await feeder.interrupt("caller barged in")
+    cut = time.perf_counter()
+    await asyncio.sleep(0.5)
+    late = [f for t, f in collect.frames if t > cut]
+    assert late == []
+    # The synthesis thread is free again within a phrase: a new reply starts quickly.
+    started = time.perf_counter()
+    for frame in reply("Yes?", turn=1):
+        await pipeline.queue(frame)
+    await pipeline.end(timeout_s=30)
+    first = next(t for t, f in collect.frames if isinstance(f, AudioOutFrame) and f.turn_index == 1)
+    assert first - started < 1.0
+    produced = sum(len(f.pcm) for _, f in collect.frames if isinstance(f, AudioOutFrame)) / 16000
+    assert produced < 10  # far less than the 30 sentences
+
+
+def test_a_missing_voice_fails_fast_and_names_the_key() -> None:
+    with pytest.raises(ModelUnavailableError, match=r"models\.tts\.voice"):
+        load_synthesizer("/nonexistent/voice.onnx")
+    with pytest.raises(ModelUnavailableError, match="no such embedded voice"):
+        load_synthesizer("embedded:nobody")
+
+
+def test_resampled_reply_audio_keeps_its_length() -> None:
+    audio = np.concatenate(list(synthesizer().synthesize_blocking("Testing one two three.")))
+    out = resample(audio, synthesizer().sample_rate, 48000)
+    assert abs(len(out) / 48000 - len(audio) / synthesizer().sample_rate) < 0.001

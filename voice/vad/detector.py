@@ -1,0 +1,29 @@
+"""``VoiceDetector``: is this frame speech? One implementation per VAD engine."""
+
+from __future__ import annotations
+
+from typing import Literal, Protocol
+
+from voice.audio.pcm import Pcm16
+
+
+class VoiceDetector(Protocol):
+    sample_rate: int
+    frame_samples: int
+
+    def is_speech(self, frame: Pcm16) -> bool:
+        """Classify one frame of exactly ``frame_samples`` samples."""
+        ...
+
+
+def make_voice_detector(
+    engine: Literal["webrtc", "silero"], *, sample_rate: int, frame_ms: int, mode: int
+) -> VoiceDetector:
+    """The detector for ``engine``; ``mode`` is webrtcvad's aggressiveness (0-3)."""
+    if engine == "webrtc":
+        from voice.vad.webrtc import WebrtcVoiceDetector
+
+        return WebrtcVoiceDetector(sample_rate=sample_rate, frame_ms=frame_ms, mode=mode)
+    from voice.vad.silero import SileroVoiceDetector
+
+    return SileroVoiceDetector(sample_rate=sample_rate, frame_ms=frame_ms)
