@@ -146,9 +146,7 @@ async def test_an_interrupt_stops_synthesis_promptly() -> None:
     feeder, collect = Feeder(name="feeder"), Collect()
     pipeline = Pipeline([feeder, TTSStage(synthesizer(), output_sample_rate=16000), collect])
     await pipeline.start()
-    long_reply = " ".join(
-        ["This is sentence number %d of a very long answer." % i for i in range(30)]
-    )
+    long_reply = " ".join(f"This is sentence number {i} of a very long answer." for i in range(30))
     for frame in reply(long_reply):
         await pipeline.queue(frame)
     for _ in range(1000):  # until the first audio
