@@ -6,7 +6,7 @@ import logging
 
 import typer
 
-from pipeline.cli import config_cmd, voice_cmd
+from pipeline.cli import config_cmd, llm_cmd, voice_cmd
 
 app = typer.Typer(
     name="cadence",
@@ -16,6 +16,10 @@ app = typer.Typer(
     pretty_exceptions_enable=False,
 )
 app.add_typer(config_cmd.app, name="config")
+app.command("train")(llm_cmd.train_command)
+app.command("distil")(llm_cmd.distil_command)
+app.command("generate")(llm_cmd.generate_command)
+app.command("eval-lm")(llm_cmd.eval_lm_command)
 app.command("transcribe")(voice_cmd.transcribe)
 app.command("say")(voice_cmd.say)
 

@@ -1,0 +1,1 @@
+"""Cadence turn generator: block-diffusion LM, AR baseline, training and decoding."""

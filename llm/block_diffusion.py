@@ -1,0 +1,153 @@
+"""Block-wise decoding of the diffusion model, with an exact KV cache and early emission.
+
+A reply is produced one block at a time. A block starts fully masked (the first one holds the
+given ``<agent>`` token) and each denoising step is one forward over the block on top of the
+cache; :func:`llm.commit_rule.select_commits` decides what it commits. The forward of a
+block's first step also carries the previous block (or the new context), whose keys and values
+then enter the cache: a finished block costs no extra forward.
+Predictions are shifted (see :mod:`llm.objectives`): a block's first token comes from the last
+position of the block before it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import torch
+
+from llm.attention_masks import step_mask
+from llm.commit_rule import deadline_threshold, select_commits
+from llm.conversation_cache import ConversationCache
+from llm.decoding import DecodingOptions, ReplyStats, never_in_reply
+from llm.dialogue_format import DialogueFormat
+from llm.emission import ReplyPiece, WordEmitter
+from llm.model import Transformer
+from pipeline.clock import Clock
+
+
+class BlockDiffusionDecoder:
+    def __init__(
+        self,
+        model: Transformer,
+        fmt: DialogueFormat,
+        options: DecodingOptions,
+        clock: Clock,
+    ) -> None:
+        if model.config.attention != "block_causal":
+            raise ValueError("the block-diffusion decoder needs a block_causal model")
+        self.model = model
+        self.format = fmt
+        self.options = options
+        self.clock = clock
+        self.cache = ConversationCache(model)
+        special = fmt.tokenizer.special
+        self._ends = (special.end_of_turn, special.pad)
+        self._never = never_in_reply(special)
+
+    @torch.inference_mode()
+    def prefill(self, context: list[int]) -> None:
+        """Cache ``context`` (whole turns) ahead of the reply, e.g. while the user speaks."""
+        pending = self.cache.reuse(context)
+        if pending:
+            self._forward(pending, [], keep=len(pending))
+
+    @torch.inference_mode()
+    def decode(self, prompt: list[int], stats: ReplyStats | None = None) -> Iterator[ReplyPiece]:
+        """Pieces of the reply to ``prompt`` (from :meth:`DialogueFormat.prompt`)."""
+        stats = stats if stats is not None else ReplyStats()
+        stats.start_ms = self.clock.now_ms()
+        special = self.format.tokenizer.special
+        block_size = self.model.config.block_size
+        emitter = WordEmitter(self.format.tokenizer, self.clock)
+        pending = self.cache.reuse(prompt[:-1])
+        stats.prefilled_tokens = len(pending)
+        reply: list[int] = []
+        blocks = -(-(self.options.max_reply_tokens + 1) // block_size)
+        finished = False
+        for index in range(blocks):
+            block = [special.mask] * block_size
+            masked = torch.ones(block_size, dtype=torch.bool)
+            if index == 0:
+                block[0] = special.agent
+                masked[0] = False
+            budget = (
+                self.options.first_emit_budget_ms if index == 0 else self.options.block_budget_ms
+            )
+            block_start = stats.start_ms if index == 0 else self.clock.now_ms()
+            first_logits: torch.Tensor | None = None
+            steps = 0
+            while bool(masked.any()):
+                logits = self._forward(pending, block, keep=len(pending))
+                if pending:
+                    first_logits = logits[len(pending) - 1]
+                pending = []
+                # Output j-1 predicts position j; a block's position 0 from the block before
+                # (the first block's position 0 is the given <agent>, so any row will do).
+                before = logits[0] if first_logits is None else first_logits
+                shifted = torch.cat((before[None], logits[-block_size:-1]))
+                probabilities = shifted.index_fill(-1, self._never, float("-inf")).softmax(-1)
+                confidence, prediction = probabilities.max(-1)
+                threshold = deadline_threshold(
+                    self.options.confidence_threshold,
+                    self.clock.now_ms() - block_start,
+                    budget,
+                )
+                commit = select_commits(confidence, prediction, masked, threshold, self._ends)
+                for position in commit.nonzero().flatten().tolist():
+                    block[position] = int(prediction[position])
+                masked &= ~commit
+                steps += 1
+                offset = 1 if index == 0 else 0
+                text, finished = committed_prefix(
+                    reply + block[offset:],
+                    [False] * len(reply) + masked[offset:].tolist(),
+                    self._ends,
+                )
+                text = text[: self.options.max_reply_tokens]
+                finished = finished or len(text) == self.options.max_reply_tokens
+                piece = emitter.update(text)
+                if piece is not None:
+                    stats.first_piece_ms = stats.first_piece_ms or piece.at_ms
+                    yield piece
+                if finished:
+                    break
+            stats.steps_per_block.append(steps)
+            reply += block[1:] if index == 0 else block
+            pending = block
+            if finished:
+                break
+        stats.token_ids = committed_prefix(reply, [False] * len(reply), self._ends)[0][
+            : self.options.max_reply_tokens
+        ]
+        last = emitter.finish(stats.token_ids)
+        if last is not None:
+            stats.first_piece_ms = stats.first_piece_ms or last.at_ms
+            yield last
+        stats.text = emitter.text
+        stats.end_ms = self.clock.now_ms()
+
+    def _forward(self, pending: list[int], block: list[int], keep: int) -> torch.Tensor:
+        """Logits ``[len(pending) + len(block), vocab]``; ``pending`` enters the cache."""
+        tokens = pending + block
+        start = len(self.cache.ids)
+        ids = torch.tensor([tokens])
+        positions = torch.arange(start, start + len(tokens))[None]
+        allowed = step_mask(start, len(tokens), "block_causal", self.model.config.block_size)
+        logits: torch.Tensor = self.model(ids, positions, allowed, self.cache.kv, keep)[0]
+        self.cache.ids += pending[:keep]
+        return logits
+
+
+def committed_prefix(
+    tokens: list[int], masked: list[bool], ends: tuple[int, ...]
+) -> tuple[list[int], bool]:
+    """The text tokens before the first masked position or end of turn, and whether the
+    reply ended there (an end of turn or padding with nothing masked to its left)."""
+    prefix: list[int] = []
+    for token, is_masked in zip(tokens, masked, strict=True):
+        if is_masked:
+            return prefix, False
+        if token in ends:
+            return prefix, True
+        prefix.append(token)
+    return prefix, False

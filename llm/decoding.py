@@ -1,0 +1,43 @@
+"""What both decoders share: their options and the statistics of one reply."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import torch
+
+from llm.tokenizer import SpecialIds
+
+
+@dataclass(frozen=True)
+class DecodingOptions:
+    confidence_threshold: float = 0.9
+    """τ: a denoising step commits every masked position at least this confident."""
+    first_emit_budget_ms: float = 150.0
+    """Deadline of the first block, from the start of the reply."""
+    block_budget_ms: float = 150.0
+    """Deadline of each later block, from its start (earlier words are being spoken)."""
+    max_reply_tokens: int = 48
+    """Length cap of one reply, end of turn included."""
+
+
+@dataclass
+class ReplyStats:
+    """Filled in by a decoder as it produces one reply."""
+
+    token_ids: list[int] = field(default_factory=list)
+    """The reply's text tokens (without the end of turn)."""
+    text: str = ""
+    steps_per_block: list[int] = field(default_factory=list)
+    """Denoising steps (forward passes) each block took; AR: one entry of 1 per token."""
+    prefilled_tokens: int = 0
+    """Context tokens computed for this reply (the rest came from the cache)."""
+    start_ms: float = 0.0
+    first_piece_ms: float | None = None
+    end_ms: float = 0.0
+
+
+def never_in_reply(special: SpecialIds) -> torch.Tensor:
+    """Ids a reply never contains (the mask and the speaker tokens): decoders set their logits
+    to -inf, so even a deadline-forced commit cannot pick them."""
+    return torch.tensor([special.mask, special.user, special.agent])

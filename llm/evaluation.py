@@ -1,0 +1,175 @@
+"""``cadence eval-lm``: the diffusion model and the AR baseline measured side by side.
+
+Per backend: the validation NLL per agent token (the ELBO bound for the diffusion model) and
+its perplexity; generated agent turns against the references (sacrebleu BLEU), each turn
+generated from the real history with the conversation cache carried through the dialogue as
+in a call; the time to the first emitted piece, time per reply, tokens per second and, for
+the diffusion model, denoising steps per block.
+"""
+
+from __future__ import annotations
+
+import math
+import random
+import statistics
+from collections.abc import Callable, Sequence
+from dataclasses import asdict, dataclass
+from typing import Any
+
+import sacrebleu
+import torch
+
+from llm.autoregressive import AutoregressiveDecoder
+from llm.block_diffusion import BlockDiffusionDecoder
+from llm.checkpoint import LoadedModel
+from llm.decoding import ReplyStats
+from llm.dialogue import Dialogue, Turn
+from llm.generator import GeneratorOptions
+from llm.objectives import collate
+from llm.training import Objective, loss_function, windows_to_batches
+from pipeline.clock import MonotonicClock
+
+ELBO_SAMPLES = 4
+"""Noise draws averaged for the diffusion model's ELBO."""
+
+
+@dataclass(frozen=True)
+class BackendReport:
+    backend: str
+    checkpoint: str
+    replies: int
+    nll_per_token: float
+    perplexity: float
+    bleu: float
+    first_piece_ms_p50: float
+    first_piece_ms_p95: float
+    reply_ms_p50: float
+    reply_ms_p95: float
+    ms_per_token_p50: float
+    tokens_per_s: float
+    reply_tokens_mean: float
+    steps_per_block_mean: float | None
+    tokens_per_step_mean: float
+    samples: list[dict[str, str]]
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def validation_nll(loaded: LoadedModel, dialogues: Sequence[Dialogue]) -> float:
+    """Mean NLL per agent text/end-of-turn token, in nats (ELBO bound for the diffusion
+    model, averaged over :data:`ELBO_SAMPLES` noise draws with the full ``(0, 1)`` range)."""
+    fmt = loaded.format
+    objective: Objective = "ar" if loaded.model.config.attention == "causal" else "bd3"
+    rng = random.Random(0)
+    windows = [
+        w
+        for d in dialogues
+        for w in fmt.windows([fmt.encode_turn(t) for t in d.turns], 192, 6, rng)
+    ]
+    batches = [
+        collate(b, fmt.tokenizer.special.pad) for b in windows_to_batches(windows, 4096, rng)
+    ]
+    loss_fn = loss_function(objective, fmt, (0.0, 1.0))
+    draws = 1 if objective == "ar" else ELBO_SAMPLES
+    nll, tokens = 0.0, 0
+    with torch.inference_mode():
+        for draw in range(draws):
+            torch.manual_seed(draw)
+            for batch in batches:
+                result = loss_fn(loaded.model, batch)
+                nll += result.nll_sum
+                tokens += result.tokens
+    return nll / max(tokens, 1)
+
+
+def evaluate_backend(
+    backend: str,
+    checkpoint: str,
+    loaded: LoadedModel,
+    options: GeneratorOptions,
+    dialogues: Sequence[Dialogue],
+    on_reply: Callable[[], None] | None = None,
+) -> BackendReport:
+    """Generate every agent turn of ``dialogues`` and measure it (see module docstring)."""
+    clock = MonotonicClock()
+    hypotheses: list[str] = []
+    references: list[str] = []
+    stats_list: list[ReplyStats] = []
+    samples: list[dict[str, str]] = []
+
+    def prompt(history: Sequence[Turn]) -> list[int]:
+        return loaded.format.prompt(history, options.history_turns, options.max_context_tokens)
+
+    _generate(_decoder(loaded, options, clock), prompt(dialogues[0].turns[:1]))  # warm-up
+    for dialogue in dialogues:
+        decoder = _decoder(loaded, options, clock)
+        for index, turn in enumerate(dialogue.turns):
+            if turn.speaker != "agent":
+                continue
+            stats = _generate(decoder, prompt(dialogue.turns[:index]))
+            stats_list.append(stats)
+            hypotheses.append(stats.text)
+            references.append(turn.text)
+            if len(samples) < 12:
+                user = dialogue.turns[index - 1].text if index else ""
+                samples.append({"user": user, "reference": turn.text, "generated": stats.text})
+            if on_reply is not None:
+                on_reply()
+    first = [s.first_piece_ms - s.start_ms for s in stats_list if s.first_piece_ms is not None]
+    whole = [s.end_ms - s.start_ms for s in stats_list]
+    tokens = [len(s.token_ids) for s in stats_list]
+    steps = [sum(s.steps_per_block) for s in stats_list]
+    is_diffusion = loaded.model.config.attention == "block_causal"
+    blocks = [n for s in stats_list for n in s.steps_per_block]
+    nll = validation_nll(loaded, dialogues)
+    return BackendReport(
+        backend=backend,
+        checkpoint=checkpoint,
+        replies=len(stats_list),
+        nll_per_token=nll,
+        perplexity=math.exp(nll),
+        bleu=sacrebleu.corpus_bleu(hypotheses, [references]).score,
+        first_piece_ms_p50=_percentile(first, 50),
+        first_piece_ms_p95=_percentile(first, 95),
+        reply_ms_p50=_percentile(whole, 50),
+        reply_ms_p95=_percentile(whole, 95),
+        ms_per_token_p50=_percentile(
+            [w / max(t, 1) for w, t in zip(whole, tokens, strict=True)], 50
+        ),
+        tokens_per_s=1000.0 * sum(tokens) / max(sum(whole), 1e-9),
+        reply_tokens_mean=statistics.fmean(tokens),
+        steps_per_block_mean=statistics.fmean(blocks) if is_diffusion and blocks else None,
+        tokens_per_step_mean=sum(tokens) / max(sum(steps), 1),
+        samples=samples,
+    )
+
+
+def _decoder(
+    loaded: LoadedModel, options: GeneratorOptions, clock: MonotonicClock
+) -> BlockDiffusionDecoder | AutoregressiveDecoder:
+    kind = (
+        AutoregressiveDecoder
+        if loaded.model.config.attention == "causal"
+        else BlockDiffusionDecoder
+    )
+    return kind(loaded.model, loaded.format, options.decoding, clock)
+
+
+def _generate(
+    decoder: BlockDiffusionDecoder | AutoregressiveDecoder, prompt: list[int]
+) -> ReplyStats:
+    stats = ReplyStats()
+    for _ in decoder.decode(prompt, stats):
+        pass
+    return stats
+
+
+def _percentile(values: Sequence[float], percent: int) -> float:
+    if not values:
+        return float("nan")
+    ordered = sorted(values)
+    rank = (len(ordered) - 1) * percent / 100
+    low = math.floor(rank)
+    high = min(low + 1, len(ordered) - 1)
+    return ordered[low] + (ordered[high] - ordered[low]) * (rank - low)

@@ -1,0 +1,142 @@
+"""The turn generator the pipeline calls: an async stream of reply pieces per turn.
+
+One interface for both models: :class:`DiffusionTurnGenerator` (block diffusion, the default)
+and :class:`AutoregressiveTurnGenerator` (the baseline). Decoding is synchronous PyTorch work;
+each piece is computed in a worker thread so the event loop keeps moving audio meanwhile, and
+turns of one generator are serialised because they share the conversation's KV cache.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator, Iterator, Sequence
+from dataclasses import dataclass, field
+from typing import Protocol
+
+from llm.autoregressive import AutoregressiveDecoder
+from llm.block_diffusion import BlockDiffusionDecoder
+from llm.checkpoint import CheckpointError, LoadedModel, load_model
+from llm.decoding import DecodingOptions, ReplyStats
+from llm.dialogue import Turn
+from llm.emission import ReplyPiece
+from pipeline.clock import Clock, MonotonicClock
+from pipeline.config.models import LlmConfig
+
+
+@dataclass(frozen=True)
+class GeneratorOptions:
+    decoding: DecodingOptions = field(default_factory=DecodingOptions)
+    history_turns: int = 3
+    """Past turns the model sees; older turns are dropped first."""
+    max_context_tokens: int = 128
+    """The oldest turns are dropped until the history fits this many tokens."""
+
+    @classmethod
+    def from_config(cls, config: LlmConfig) -> GeneratorOptions:
+        return cls(
+            decoding=DecodingOptions(
+                confidence_threshold=config.confidence_threshold,
+                first_emit_budget_ms=config.first_emit_budget_ms,
+                block_budget_ms=config.block_budget_ms,
+                max_reply_tokens=config.max_reply_tokens,
+            ),
+            history_turns=config.history_turns,
+            max_context_tokens=config.max_context_tokens,
+        )
+
+
+class _Decoder(Protocol):
+    def prefill(self, context: list[int]) -> None: ...
+
+    def decode(
+        self, prompt: list[int], stats: ReplyStats | None = None
+    ) -> Iterator[ReplyPiece]: ...
+
+
+class TurnGenerator:
+    """Generates the agent's next turn from the conversation so far."""
+
+    def __init__(self, decoder: _Decoder, loaded: LoadedModel, options: GeneratorOptions) -> None:
+        self._decoder = decoder
+        self._loaded = loaded
+        self.options = options
+        self.last_stats = ReplyStats()
+        """Statistics of the latest reply (steps per block, timings, final text)."""
+        self._lock = asyncio.Lock()
+
+    def prompt(self, history: Sequence[Turn]) -> list[int]:
+        """Token ids the reply to ``history`` is generated from."""
+        return self._loaded.format.prompt(
+            history, self.options.history_turns, self.options.max_context_tokens
+        )
+
+    async def prefill(self, history: Sequence[Turn]) -> None:
+        """Cache the context that the reply after ``history`` plus one more user turn will
+        start with, so that reply prefills only the new turn (call while the user speaks)."""
+        turns = self.options.history_turns - 1
+        context = self.prompt(history[-turns:] if turns else [])[:-1]
+        async with self._lock:
+            await asyncio.to_thread(self._decoder.prefill, context)
+
+    async def stream(self, history: Sequence[Turn]) -> AsyncIterator[ReplyPiece]:
+        """The reply to ``history`` (ending with the user's turn), piece by piece as the words
+        are committed; ``last_stats`` holds its final text once the stream ends."""
+        prompt = self.prompt(history)
+        async with self._lock:
+            stats = ReplyStats()
+            self.last_stats = stats
+            pieces = self._decoder.decode(prompt, stats)
+            while (piece := await asyncio.to_thread(next, pieces, None)) is not None:
+                yield piece
+
+    async def reply(self, history: Sequence[Turn]) -> str:
+        """The whole reply at once."""
+        return "".join([piece.text async for piece in self.stream(history)])
+
+
+class DiffusionTurnGenerator(TurnGenerator):
+    """Block-diffusion turn generator (threshold commits, early emission, deadlines)."""
+
+    def __init__(
+        self, loaded: LoadedModel, options: GeneratorOptions, clock: Clock | None = None
+    ) -> None:
+        decoder = BlockDiffusionDecoder(
+            loaded.model, loaded.format, options.decoding, clock or MonotonicClock()
+        )
+        super().__init__(decoder, loaded, options)
+
+
+class AutoregressiveTurnGenerator(TurnGenerator):
+    """Greedy autoregressive baseline with the same interface."""
+
+    def __init__(
+        self, loaded: LoadedModel, options: GeneratorOptions, clock: Clock | None = None
+    ) -> None:
+        decoder = AutoregressiveDecoder(
+            loaded.model, loaded.format, options.decoding, clock or MonotonicClock()
+        )
+        super().__init__(decoder, loaded, options)
+
+
+def create_generator(config: LlmConfig, clock: Clock | None = None) -> TurnGenerator:
+    """The generator ``config`` names (``models.llm``), its checkpoint loaded; fails fast with
+    a :class:`CheckpointError` naming the config key when the checkpoint is missing or does
+    not fit the backend."""
+    if config.backend == "remote":
+        raise NotImplementedError("models.llm.backend: the remote backend is not built yet")
+    loaded = load_model(config.checkpoint)
+    wanted = "block_causal" if config.backend == "dllm" else "causal"
+    if loaded.model.config.attention != wanted:
+        raise CheckpointError(
+            f"models.llm.checkpoint: {config.checkpoint!r} holds a "
+            f"{loaded.model.config.attention} model, backend {config.backend!r} needs {wanted}"
+        )
+    if loaded.model.config.block_size != config.block_size:
+        raise CheckpointError(
+            f"models.llm.block_size: {config.block_size} but {config.checkpoint!r} was trained "
+            f"with blocks of {loaded.model.config.block_size}"
+        )
+    options = GeneratorOptions.from_config(config)
+    if config.backend == "dllm":
+        return DiffusionTurnGenerator(loaded, options, clock)
+    return AutoregressiveTurnGenerator(loaded, options, clock)

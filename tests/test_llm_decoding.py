@@ -1,0 +1,256 @@
+"""Block-wise decoding: the commit and deadline rules, the cache, early emission."""
+
+from __future__ import annotations
+
+import itertools
+from typing import Any
+
+import llm_tiny
+import pytest
+import torch
+
+from llm.attention_masks import visibility
+from llm.autoregressive import AutoregressiveDecoder
+from llm.block_diffusion import BlockDiffusionDecoder, committed_prefix
+from llm.commit_rule import deadline_threshold, select_commits
+from llm.decoding import DecodingOptions, ReplyStats, never_in_reply
+from llm.dialogue import Turn
+from llm.model import Transformer
+from pipeline.clock import VirtualClock
+
+END = 2
+HISTORY = [
+    Turn("user", "I would like to book a table for two in San Jose."),
+    Turn("agent", "Sure, what time would you like the table?"),
+    Turn("user", "At seven in the evening, please."),
+]
+
+
+def _prompt(history: list[Turn] = HISTORY) -> list[int]:
+    return llm_tiny.dialogue_format().prompt(history, history_turns=3, max_context_tokens=64)
+
+
+def _diffusion(options: DecodingOptions, clock: Any = None) -> BlockDiffusionDecoder:
+    return BlockDiffusionDecoder(
+        llm_tiny.model("block_causal"), llm_tiny.dialogue_format(), options, clock or VirtualClock()
+    )
+
+
+def _run(decoder: BlockDiffusionDecoder | AutoregressiveDecoder, prompt: list[int]) -> ReplyStats:
+    stats = ReplyStats()
+    pieces = list(decoder.decode(prompt, stats))
+    assert "".join(p.text for p in pieces) == stats.text
+    return stats
+
+
+# --- the commit rule ---------------------------------------------------------------------
+
+
+def test_every_masked_position_at_or_above_the_threshold_commits() -> None:
+    confidence = torch.tensor([0.95, 0.5, 0.9, 0.3])
+    commit = select_commits(
+        confidence, torch.tensor([7, 8, 9, 10]), torch.ones(4, dtype=torch.bool), 0.9, {END}
+    )
+    assert commit.tolist() == [True, False, True, False]
+
+
+def test_at_least_the_most_confident_position_commits() -> None:
+    confidence = torch.tensor([0.2, 0.5, 0.4, 0.3])
+    commit = select_commits(
+        confidence, torch.tensor([7, 8, 9, 10]), torch.ones(4, dtype=torch.bool), 0.9, {END}
+    )
+    assert commit.tolist() == [False, True, False, False]
+
+
+def test_committed_positions_are_not_committed_again() -> None:
+    masked = torch.tensor([False, True, True, False])
+    commit = select_commits(
+        torch.tensor([0.99, 0.2, 0.3, 0.99]), torch.arange(4) + 7, masked, 0.9, {END}
+    )
+    assert commit.tolist() == [False, False, True, False]
+
+
+def test_end_of_turn_waits_until_everything_left_of_it_is_committed() -> None:
+    prediction = torch.tensor([7, 8, END, END])
+    confidence = torch.tensor([0.3, 0.4, 0.99, 0.98])
+    masked = torch.ones(4, dtype=torch.bool)
+    assert select_commits(confidence, prediction, masked, 0.9, {END}).tolist() == [
+        False,
+        True,
+        False,
+        False,
+    ]
+    masked = torch.tensor([False, False, True, True])
+    assert select_commits(confidence, prediction, masked, 0.9, {END}).tolist() == [
+        False,
+        False,
+        True,
+        False,
+    ]
+
+
+def test_the_reply_ends_at_an_end_of_turn_with_nothing_masked_before_it() -> None:
+    assert committed_prefix([5, 6, END, 9], [False, False, False, True], (END,)) == ([5, 6], True)
+    assert committed_prefix([5, 6, END, 9], [False, True, False, True], (END,)) == ([5], False)
+
+
+# --- the deadline rule -------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("elapsed", "expected"), [(0.0, 0.9), (150.0, 0.9), (225.0, 0.45), (300.0, 0.0), (900.0, 0.0)]
+)
+def test_a_late_block_lowers_the_threshold(elapsed: float, expected: float) -> None:
+    assert deadline_threshold(0.9, elapsed, 150.0) == pytest.approx(expected)
+
+
+class _SteppingClock:
+    """Moves ``step_ms`` forward every time it is read: each denoising step looks slow."""
+
+    def __init__(self, step_ms: float) -> None:
+        self._now = 0.0
+        self._step = step_ms
+
+    def now_ms(self) -> float:
+        self._now += self._step
+        return self._now
+
+    async def sleep_until(self, deadline_ms: float) -> None:
+        raise NotImplementedError
+
+
+def test_running_late_commits_more_per_step() -> None:
+    options = DecodingOptions(confidence_threshold=0.9, max_reply_tokens=15)
+    on_time = _run(_diffusion(options), _prompt())
+    late = _run(_diffusion(options, _SteppingClock(step_ms=400.0)), _prompt())
+    assert sum(late.steps_per_block) < sum(on_time.steps_per_block)
+    assert max(late.steps_per_block) == 1
+
+
+# --- decoding ----------------------------------------------------------------------------
+
+
+def _uncached_diffusion(model: Transformer, prompt: list[int], max_tokens: int) -> list[int]:
+    """The decoding rule recomputed from scratch at every step: the whole sequence, no cache."""
+    special = llm_tiny.tokenizer().special
+    ends = (special.end_of_turn, special.pad)
+    size = model.config.block_size
+    sequence, reply = prompt[:-1], []
+    for index in range(-(-(max_tokens + 1) // size)):
+        block = [special.mask] * size
+        masked = torch.ones(size, dtype=torch.bool)
+        if index == 0:
+            block[0], masked[0] = special.agent, False
+        while masked.any():
+            tokens = torch.tensor([sequence + block])
+            positions = torch.arange(tokens.shape[1])[None]
+            mask = visibility(positions, positions, "block_causal", size)[:, None]
+            logits = model(tokens, positions, mask)[0]
+            first = logits[len(sequence) - 1] if sequence and index else logits[0]
+            shifted = torch.cat((first[None], logits[-size:-1]))
+            shifted = shifted.index_fill(-1, never_in_reply(special), float("-inf"))
+            confidence, prediction = shifted.softmax(-1).max(-1)
+            commit = select_commits(confidence, prediction, masked, 1.0, ends)
+            for position in commit.nonzero().flatten().tolist():
+                block[position] = int(prediction[position])
+            masked &= ~commit
+        sequence += block
+        reply += block[1:] if index == 0 else block
+    return committed_prefix(reply, [False] * len(reply), ends)[0][:max_tokens]
+
+
+def test_cached_diffusion_decoding_equals_uncached_decoding() -> None:
+    options = DecodingOptions(confidence_threshold=1.0, max_reply_tokens=11)
+    decoder = _diffusion(options)
+    stats = _run(decoder, _prompt())
+    assert stats.token_ids == _uncached_diffusion(decoder.model, _prompt(), 11)
+    assert len(stats.token_ids) == 11  # a random model never ends: the cap stops it
+
+
+def test_cached_autoregressive_decoding_equals_uncached_decoding() -> None:
+    model, fmt = llm_tiny.model("causal"), llm_tiny.dialogue_format()
+    decoder = AutoregressiveDecoder(model, fmt, DecodingOptions(max_reply_tokens=9), VirtualClock())
+    stats = _run(decoder, _prompt())
+    sequence = _prompt()
+    never = never_in_reply(llm_tiny.tokenizer().special)
+    for _ in range(9):
+        causal = visibility(torch.arange(len(sequence)), torch.arange(len(sequence)), "causal", 4)
+        logits = model(
+            torch.tensor([sequence]), torch.arange(len(sequence))[None], causal[None, None]
+        )
+        sequence.append(int(logits[0, -1].index_fill(0, never, float("-inf")).argmax()))
+    assert stats.token_ids == sequence[len(_prompt()) :]
+
+
+def test_committed_tokens_never_change(monkeypatch: pytest.MonkeyPatch) -> None:
+    decoder = _diffusion(DecodingOptions(confidence_threshold=0.9, max_reply_tokens=15))
+    inputs: list[list[int]] = []
+    forward = decoder._forward
+
+    def recording(pending: list[int], block: list[int], keep: int) -> torch.Tensor:
+        inputs.append(list(block))
+        return forward(pending, block, keep)
+
+    monkeypatch.setattr(decoder, "_forward", recording)
+    _run(decoder, _prompt())
+    mask = llm_tiny.tokenizer().special.mask
+    for before, after in itertools.pairwise(inputs):
+        if before.count(mask) == 0 or after.count(mask) == len(after):
+            continue  # a new block started
+        for old, new in zip(before, after, strict=True):
+            assert old in (mask, new)
+    assert len(inputs) > 4
+
+
+def test_pieces_end_at_word_boundaries_and_join_to_the_reply() -> None:
+    decoder = _diffusion(DecodingOptions(confidence_threshold=0.9, max_reply_tokens=24))
+    stats = ReplyStats()
+    pieces = list(decoder.decode(_prompt(), stats))
+    assert "".join(p.text for p in pieces) == stats.text
+    assert stats.text == llm_tiny.tokenizer().decode(stats.token_ids)
+    for piece in pieces[1:]:
+        assert piece.text.startswith(" ") or not piece.text.strip()
+    assert [p.at_ms for p in pieces] == sorted(p.at_ms for p in pieces)
+
+
+def test_a_new_turn_prefills_only_what_is_new() -> None:
+    options = DecodingOptions(confidence_threshold=0.9, max_reply_tokens=7)
+    decoder = _diffusion(options)
+    first = _run(decoder, _prompt(HISTORY[:1]))
+    assert first.prefilled_tokens == len(_prompt(HISTORY[:1])) - 1
+    second = _run(decoder, _prompt())
+    new_turns = llm_tiny.dialogue_format().encode_turn(HISTORY[1]) + (
+        llm_tiny.dialogue_format().encode_turn(HISTORY[2])
+    )
+    assert second.prefilled_tokens <= len(new_turns)
+    assert second.token_ids == _run(_diffusion(options), _prompt()).token_ids
+
+
+def test_prefill_ahead_of_the_turn_leaves_only_the_user_turn() -> None:
+    decoder = _diffusion(DecodingOptions(max_reply_tokens=5))
+    decoder.prefill(_prompt(HISTORY[:2])[:-1])
+    stats = _run(decoder, _prompt())
+    assert stats.prefilled_tokens == len(llm_tiny.dialogue_format().encode_turn(HISTORY[2]))
+
+
+# --- awkward inputs ----------------------------------------------------------------------
+
+
+def test_empty_history_still_gets_a_reply() -> None:
+    stats = _run(_diffusion(DecodingOptions(max_reply_tokens=5)), _prompt([]))
+    assert len(stats.token_ids) == 5
+
+
+def test_over_long_history_is_truncated_from_the_oldest_turn() -> None:
+    fmt = llm_tiny.dialogue_format()
+    long_history = [Turn("user", f"turn number {i} " * 30) for i in range(10)]
+    turn_tokens = fmt.max_turn_tokens  # every turn here is cut to this
+    prompt = fmt.prompt(long_history, history_turns=3, max_context_tokens=2 * turn_tokens + 1)
+    assert prompt[:-1] == fmt.encode_turn(long_history[-2]) + fmt.encode_turn(long_history[-1])
+    _run(_diffusion(DecodingOptions(max_reply_tokens=5)), prompt)
+
+
+def test_unusual_characters_survive_the_round_trip() -> None:
+    history = [Turn("user", "Café → 東京? 🎉🎉 naïve\ttabs\nnewline \u200b zero-width")]
+    stats = _run(_diffusion(DecodingOptions(max_reply_tokens=6)), _prompt(history))
+    assert isinstance(stats.text, str)
