@@ -1,1 +1,36 @@
-"""Cadence turn generator: block-diffusion LM, AR baseline, training and decoding."""
+"""Cadence's turn generator: a block-diffusion language model trained on task-oriented
+dialogues, decoded block by block with early emission, and an autoregressive baseline with the
+same interface.
+
+The pipeline needs only this::
+
+    generator = create_generator(config.models.llm, clock)
+    async for piece in generator.stream(history):   # history: Sequence[Turn], user turn last
+        ...                                         # piece.text, piece.at_ms
+
+and, while the user is still speaking, ``await generator.prefill(history)``.
+"""
+
+from llm.checkpoint import CheckpointError
+from llm.decoding import ReplyStats
+from llm.dialogue import Turn
+from llm.emission import ReplyPiece
+from llm.generator import (
+    AutoregressiveTurnGenerator,
+    DiffusionTurnGenerator,
+    GeneratorOptions,
+    TurnGenerator,
+    create_generator,
+)
+
+__all__ = [
+    "AutoregressiveTurnGenerator",
+    "CheckpointError",
+    "DiffusionTurnGenerator",
+    "GeneratorOptions",
+    "ReplyPiece",
+    "ReplyStats",
+    "Turn",
+    "TurnGenerator",
+    "create_generator",
+]

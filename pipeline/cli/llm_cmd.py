@@ -30,6 +30,7 @@ def train_command(
         None, "--max-minutes", help="Stop resumably after this long."
     ),
     learning_rate: float = typer.Option(1e-3, "--lr", help="Peak learning rate."),
+    warmup: int = typer.Option(100, "--warmup", help="Warm-up steps of the learning rate."),
     tokens_per_batch: int = typer.Option(4096, "--batch-tokens", help="Tokens per batch."),
     seed: int = typer.Option(0, "--seed", help="Seed of data order, noise and init."),
     threads: int | None = typer.Option(None, "--threads", help="Torch CPU threads."),
@@ -49,6 +50,7 @@ def train_command(
         epochs=epochs,
         max_minutes=max_minutes,
         learning_rate=learning_rate,
+        warmup_steps=warmup,
         tokens_per_batch=tokens_per_batch,
         seed=seed,
         threads=threads,

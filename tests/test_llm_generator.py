@@ -1,0 +1,93 @@
+"""The async interface the pipeline consumes, for both backends, and the shipped checkpoints."""
+
+from __future__ import annotations
+
+import asyncio
+
+import llm_tiny
+import pytest
+
+from llm import (
+    AutoregressiveTurnGenerator,
+    DiffusionTurnGenerator,
+    GeneratorOptions,
+    Turn,
+    TurnGenerator,
+    create_generator,
+)
+from llm.checkpoint import EMBEDDED_DIR, LoadedModel
+from llm.decoding import DecodingOptions
+from pipeline.clock import VirtualClock
+from pipeline.config.models import LlmConfig
+
+HISTORY = [
+    Turn("user", "I'd like to find a restaurant in San Jose."),
+    Turn("agent", "What kind of food would you like?"),
+    Turn("user", "Italian, please."),
+]
+OPTIONS = GeneratorOptions(decoding=DecodingOptions(max_reply_tokens=9), max_context_tokens=64)
+
+
+def _generators() -> list[TurnGenerator]:
+    fmt = llm_tiny.dialogue_format()
+    return [
+        DiffusionTurnGenerator(
+            LoadedModel(llm_tiny.model("block_causal"), fmt, {}), OPTIONS, VirtualClock()
+        ),
+        AutoregressiveTurnGenerator(
+            LoadedModel(llm_tiny.model("causal"), fmt, {}), OPTIONS, VirtualClock()
+        ),
+    ]
+
+
+@pytest.mark.parametrize("index", [0, 1], ids=["dllm", "ar"])
+async def test_both_backends_stream_pieces_that_join_to_the_reply(index: int) -> None:
+    generator = _generators()[index]
+    pieces = [piece async for piece in generator.stream(HISTORY)]
+    assert pieces
+    assert "".join(p.text for p in pieces) == generator.last_stats.text
+    assert len(generator.last_stats.token_ids) == 9
+
+
+async def test_concurrent_turns_are_serialised_and_agree_with_sequential_ones() -> None:
+    generator = _generators()[0]
+    first, second = await asyncio.gather(generator.reply(HISTORY), generator.reply(HISTORY))
+    assert first == second == await _generators()[0].reply(HISTORY)
+
+
+async def test_prefill_while_the_user_speaks_leaves_only_their_turn() -> None:
+    generator = _generators()[0]
+    await generator.prefill(HISTORY[:2])
+    await generator.reply(HISTORY)
+    turn = llm_tiny.dialogue_format().encode_turn(HISTORY[2])
+    assert generator.last_stats.prefilled_tokens == len(turn)
+
+
+async def test_a_stream_abandoned_midway_leaves_the_generator_usable() -> None:
+    generator = _generators()[0]
+    stream = generator.stream(HISTORY)
+    await anext(stream)
+    await stream.aclose()
+    assert await generator.reply(HISTORY) == await _generators()[0].reply(HISTORY)
+
+
+@pytest.mark.skipif(
+    not (EMBEDDED_DIR / "dllm.pt").exists() or not (EMBEDDED_DIR / "ar.pt").exists(),
+    reason="shipped checkpoints not trained yet",
+)
+@pytest.mark.parametrize("backend", ["dllm", "ar"])
+async def test_shipped_checkpoint_answers_a_request(backend: str) -> None:
+    config = LlmConfig(
+        backend="dllm" if backend == "dllm" else "ar", checkpoint=f"embedded:{backend}"
+    )
+    generator = create_generator(config)
+    reply = await generator.reply([Turn("user", "Can you book me a table for two tonight?")])
+    assert reply.strip()
+    assert generator.last_stats.steps_per_block
+
+
+def test_a_checkpoint_that_does_not_fit_the_backend_is_refused() -> None:
+    if not (EMBEDDED_DIR / "ar.pt").exists():
+        pytest.skip("shipped checkpoints not trained yet")
+    with pytest.raises(Exception, match=r"models\.llm\.checkpoint"):
+        create_generator(LlmConfig(backend="dllm", checkpoint="embedded:ar"))
