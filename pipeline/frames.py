@@ -141,9 +141,11 @@ class PartialTranscriptFrame(TranscriptFrame):
 
 @dataclass(frozen=True, kw_only=True, eq=False)
 class FinalTranscriptFrame(TranscriptFrame):
-    """The transcript a reply is generated from. ``speculative`` when decoded at pause onset."""
+    """The transcript a reply is generated from. ``speculative`` when decoded at pause onset;
+    ``decode_ms`` is how long the decode itself took."""
 
     speculative: bool = False
+    decode_ms: float = 0.0
 
 
 @dataclass(frozen=True, kw_only=True, eq=False)

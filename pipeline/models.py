@@ -20,6 +20,7 @@ def load_stt(config: SttConfig) -> Transcriber:
             cpu_threads=config.cpu_threads,
             beam_size=config.beam_size,
             language=config.language,
+            encoder_window_s=config.encoder_window_s,
         )
     )
 

@@ -1,15 +1,17 @@
-"""The embedded models, loaded once per test process (as in a server: shared by sessions)."""
+"""The embedded models as the default configuration loads them, once per test process (as in
+a server: shared by every session)."""
 
 from __future__ import annotations
 
-from voice.stt import Transcriber, load_transcriber
-from voice.stt.transcriber import WhisperOptions
-from voice.tts import Synthesizer, load_synthesizer
+from pipeline.config import SttConfig, TtsConfig
+from pipeline.models import load_stt, load_tts
+from voice.stt import Transcriber
+from voice.tts import Synthesizer
 
 
 def transcriber() -> Transcriber:
-    return load_transcriber(WhisperOptions(model="embedded:tiny.en"))
+    return load_stt(SttConfig())
 
 
 def synthesizer() -> Synthesizer:
-    return load_synthesizer("embedded:en_US-joe-medium")
+    return load_tts(TtsConfig())

@@ -9,7 +9,10 @@ from pathlib import Path
 import numpy as np
 
 from voice.audio.pcm import Pcm16
+from voice.audio.speech_bounds import speech_bounds_ms
 from voice.audio.wavfile import read_audio
+
+__all__ = ["Clip", "clip", "clips", "speech_bounds_ms", "with_pause", "with_silence"]
 
 SPEECH_DIR = Path(__file__).parent / "data" / "speech"
 MANIFEST = SPEECH_DIR / "manifest.jsonl"
@@ -33,18 +36,6 @@ def clips() -> list[Clip]:
 
 def clip(clip_id: str) -> Clip:
     return next(c for c in clips() if c.id == clip_id)
-
-
-def speech_bounds_ms(pcm: Pcm16, sample_rate: int = 16000) -> tuple[float, float]:
-    """Reference start and end of speech in a clean clip, from its energy envelope alone
-    (independent of any VAD): the first and last 10 ms frame more than 15 dB above the
-    clip's noise floor and within 40 dB of its peak."""
-    hop = sample_rate // 100
-    frames = pcm[: len(pcm) // hop * hop].reshape(-1, hop).astype(np.float64)
-    level = 10 * np.log10((frames**2).mean(axis=1) + 1e-9)
-    floor, peak = np.percentile(level, 10), level.max()
-    active = np.flatnonzero(level > max(floor + 15, peak - 40))
-    return active[0] * 10.0, (active[-1] + 1) * 10.0
 
 
 def with_silence(pcm: Pcm16, before_ms: int, after_ms: int, sample_rate: int = 16000) -> Pcm16:

@@ -115,7 +115,9 @@ async def test_the_speculative_decode_is_discarded_when_speech_resumes() -> None
     assert [(d.kind, d.reason) for d in discarded] == [("stt_decode", "speech resumed")]
     finals = [f for f in frames if isinstance(f, FinalTranscriptFrame)]
     assert len(finals) == 1
-    assert word_error_rate([clip.text], [finals[0].text]) <= 0.2  # the whole sentence
+    # The whole sentence, both sides of the pause (the pause is cut into a word, "coat").
+    assert normalize_transcript(finals[0].text).endswith("before you go out")
+    assert word_error_rate([clip.text], [finals[0].text]) <= 0.3
 
 
 async def test_partial_transcripts_caption_a_long_utterance() -> None:

@@ -133,7 +133,7 @@ async def test_speech_boundaries_on_real_clips_padded_with_silence(engine: str) 
     errors = []
     for clip in CLEAN:
         audio = clip.audio()
-        start, end = speech_bounds_ms(audio)
+        start, end = speech_bounds_ms(audio, 16000)
         events = await vad_events(with_silence(audio, 1000, 1500), config, chunk=480)
         first_start = next(f.at_ms for f in events if isinstance(f, SpeechStartFrame))
         last_pause = [f.at_ms for f in events if isinstance(f, PauseStartFrame)][-1]

@@ -29,6 +29,10 @@ class SttConfig(_Section):
     """Threads per decode."""
     beam_size: int = Field(1, ge=1)
     """1 = greedy: on 2 cores every extra beam costs more than it fixes."""
+    encoder_window_s: float = Field(15.0, ge=2.0, le=30.0)
+    """Seconds of audio the whisper encoder sees for an utterance that fits (with 1 s to
+    spare); longer ones get whisper's full 30 s. 15 s decodes ~3× faster than 30 s on 2 cores
+    at WER 0.06 instead of 0.05 on the test clips; 30 = whisper as trained."""
     language: str = "en"
     """Spoken language (ISO 639-1)."""
     partials_interval_ms: int | None = Field(1000, ge=100)

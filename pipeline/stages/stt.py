@@ -126,7 +126,10 @@ class STTStage(Stage):
         self._utterance = None
         await self.push(
             FinalTranscriptFrame(
-                text=result.text, at_ms=self._clock.now_ms(), speculative=speculation is not None
+                text=result.text,
+                at_ms=self._clock.now_ms(),
+                speculative=speculation is not None,
+                decode_ms=result.decode_ms,
             )
         )
 
