@@ -27,15 +27,17 @@ def teacher_replies(
     max_tokens: int,
     batch_size: int = 64,
 ) -> list[list[int]]:
-    """Greedy replies of the causal ``teacher`` to ``prompts``, decoded in batches: prompts are
-    left-padded (padding is masked out, and rotary positions only matter relative to each
-    other), then every row takes one token per step until all have ended."""
+    """Greedy replies of the causal ``teacher`` to ``prompts``, decoded in batches of similar
+    length: prompts are left-padded (padding is masked out, and rotary positions only matter
+    relative to each other), then every row takes one token per step until all have ended."""
     model = teacher.model
     special = teacher.tokenizer.special
     never = never_in_reply(special)
-    replies: list[list[int]] = []
-    for first in range(0, len(prompts), batch_size):
-        batch = prompts[first : first + batch_size]
+    order = sorted(range(len(prompts)), key=lambda i: len(prompts[i]))
+    replies: dict[int, list[int]] = {}
+    for first in range(0, len(order), batch_size):
+        members = order[first : first + batch_size]
+        batch = [prompts[i] for i in members]
         width = max(map(len, batch))
         ids = torch.tensor([[special.pad] * (width - len(p)) + p for p in batch])
         valid = torch.tensor([[False] * (width - len(p)) + [True] * len(p) for p in batch])
@@ -57,8 +59,8 @@ def teacher_replies(
             valid = torch.cat((valid, torch.ones(len(batch), 1, dtype=torch.bool)), dim=1)
             position = torch.full((len(batch), 1), width + step)
             logits = model(tokens[:, None], position, valid[:, None, None, :], cache)[:, -1]
-        replies += rows
-    return replies
+        replies.update(zip(members, rows, strict=True))
+    return [replies[i] for i in range(len(prompts))]
 
 
 def distil_dialogues(
@@ -73,7 +75,7 @@ def distil_dialogues(
     history before it. ``on_batch`` is told how many dialogues are done."""
     fmt = teacher.format
     result: list[Dialogue] = []
-    chunk = max(1, batch_size // 4)
+    chunk = max(1, batch_size // 2)
     for first in range(0, len(dialogues), chunk):
         group = dialogues[first : first + chunk]
         slots = [

@@ -117,7 +117,7 @@ def train(options: TrainOptions, on_step: ProgressCallback | None = None) -> Tra
         progress = TrainProgress(**resumed["progress"])
     steps_per_epoch = len(_epoch_batches(dialogues, fmt, options, 0))
     total_steps = max(1, math.ceil(options.epochs * steps_per_epoch))
-    loss_fn = _loss_function(options, fmt)
+    loss_fn = loss_function(options.objective, fmt, options.noise_range)
 
     started = time.monotonic()
     last_save = started
@@ -150,7 +150,14 @@ def train(options: TrainOptions, on_step: ProgressCallback | None = None) -> Tra
                 options.max_minutes is not None and now - started >= options.max_minutes * 60
             )
             if now - last_save >= options.checkpoint_minutes * 60 or out_of_time:
-                _record(progress, model, validation, loss_fn, float(result.loss.detach()))
+                _record(
+                    progress,
+                    steps_per_epoch,
+                    model,
+                    validation,
+                    loss_fn,
+                    float(result.loss.detach()),
+                )
                 _save_state(options, model, fmt, optimizer, progress)
                 last_save = now
             if out_of_time:
@@ -158,7 +165,7 @@ def train(options: TrainOptions, on_step: ProgressCallback | None = None) -> Tra
         else:
             progress.epoch += 1
             progress.batch_in_epoch = 0
-    _record(progress, model, validation, loss_fn, None)
+    _record(progress, steps_per_epoch, model, validation, loss_fn, None)
     _save_state(options, model, fmt, optimizer, progress)
     save_model(options.out_dir / FINAL_MODEL, model, fmt, _metadata(options, progress))
     return progress
@@ -208,12 +215,6 @@ def windows_to_batches(
         batches.append(current)
     rng.shuffle(batches)
     return batches
-
-
-def _loss_function(
-    options: TrainOptions, fmt: DialogueFormat
-) -> Callable[[Transformer, Batch], LossResult]:
-    return loss_function(options.objective, fmt, options.noise_range)
 
 
 def _initial_model(
@@ -290,6 +291,7 @@ def _learning_rate(options: TrainOptions, step: int, total_steps: int) -> float:
 
 def _record(
     progress: TrainProgress,
+    steps_per_epoch: int,
     model: Transformer,
     validation: list[Batch],
     loss_fn: Callable[[Transformer, Batch], LossResult],
@@ -298,7 +300,7 @@ def _record(
     torch.manual_seed(0)  # the same noise for every validation of a bd3 run
     entry: dict[str, Any] = {
         "step": progress.step,
-        "epoch": progress.epoch + progress.batch_in_epoch / 1e9,
+        "epoch": round(progress.epoch + progress.batch_in_epoch / steps_per_epoch, 3),
         "tokens_seen": progress.tokens_seen,
         "train_seconds": round(progress.train_seconds, 1),
         "train_loss": train_loss,

@@ -205,6 +205,9 @@ def eval_lm_command(
     dllm: str = typer.Option("embedded:dllm", "--dllm", help="Diffusion checkpoint."),
     ar: str = typer.Option("embedded:ar", "--ar", help="AR baseline checkpoint."),
     threads: int = typer.Option(2, "--threads", help="Torch CPU threads."),
+    threshold: float | None = typer.Option(
+        None, "--threshold", help="Override models.llm.confidence_threshold (τ)."
+    ),
     config: Path | None = CONFIG_OPTION,
 ) -> None:
     """Measure the diffusion model and the AR baseline side by side on CORPUS."""
@@ -220,7 +223,10 @@ def eval_lm_command(
     from llm.generator import GeneratorOptions
 
     torch.set_num_threads(threads)
-    options = GeneratorOptions.from_config(load_config_or_exit(config).models.llm)
+    settings = load_config_or_exit(config).models.llm
+    if threshold is not None:
+        settings = settings.model_copy(update={"confidence_threshold": threshold})
+    options = GeneratorOptions.from_config(settings)
     chosen = read_dialogues(corpus, dialogues)
     replies = sum(t.speaker == "agent" for d in chosen for t in d.turns)
     reports = []
