@@ -50,6 +50,8 @@ class BackendReport:
     reply_tokens_mean: float
     steps_per_block_mean: float | None
     tokens_per_step_mean: float
+    ms_per_step_p50: float
+    """Reply time over forward passes: what one denoising step (or AR token) costs."""
     samples: list[dict[str, str]]
 
     def to_dict(self) -> dict[str, Any]:
@@ -141,6 +143,7 @@ def evaluate_backend(
         reply_tokens_mean=statistics.fmean(tokens),
         steps_per_block_mean=statistics.fmean(blocks) if is_diffusion and blocks else None,
         tokens_per_step_mean=sum(tokens) / max(sum(steps), 1),
+        ms_per_step_p50=_percentile([w / max(n, 1) for w, n in zip(whole, steps, strict=True)], 50),
         samples=samples,
     )
 

@@ -266,6 +266,7 @@ def eval_lm_command(
         ("reply tokens (mean)", "reply_tokens_mean", "{:.1f}"),
         ("tokens per step", "tokens_per_step_mean", "{:.2f}"),
         ("steps per block", "steps_per_block_mean", "{:.2f}"),
+        ("ms per step p50", "ms_per_step_p50", "{:.2f}"),
     ]
     for label, key, style in rows:
         values = [getattr(r, key) for r in reports]
