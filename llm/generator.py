@@ -9,7 +9,7 @@ turns of one generator are serialised because they share the conversation's KV c
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator, Iterator, Sequence
+from collections.abc import AsyncGenerator, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Protocol
 
@@ -78,7 +78,7 @@ class TurnGenerator:
         async with self._lock:
             await asyncio.to_thread(self._decoder.prefill, context)
 
-    async def stream(self, history: Sequence[Turn]) -> AsyncIterator[ReplyPiece]:
+    async def stream(self, history: Sequence[Turn]) -> AsyncGenerator[ReplyPiece, None]:
         """The reply to ``history`` (ending with the user's turn), piece by piece as the words
         are committed; ``last_stats`` holds its final text once the stream ends."""
         prompt = self.prompt(history)

@@ -65,7 +65,21 @@ def test_train_distil_generate_and_evaluate(tmp_path: Path) -> None:
     report = tmp_path / "report.json"
     result = runner.invoke(
         app,
-        ["eval-lm", "--corpus", str(corpus), "--dialogues", "1", "--json", str(report), "--dllm", str(dllm), "--ar", str(ar), "--threads", "1"],
+        [
+            "eval-lm",
+            "--corpus",
+            str(corpus),
+            "--dialogues",
+            "1",
+            "--json",
+            str(report),
+            "--dllm",
+            str(dllm),
+            "--ar",
+            str(ar),
+            "--threads",
+            "1",
+        ],
     )
     assert result.exit_code == 0, result.output
     backends = json.loads(report.read_text())["backends"]
