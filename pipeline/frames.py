@@ -149,6 +149,14 @@ class FinalTranscriptFrame(TranscriptFrame):
 
 
 @dataclass(frozen=True, kw_only=True, eq=False)
+class SpeculativeTranscriptFrame(TranscriptFrame):
+    """The transcript decoded at pause onset, before the endpoint: the turn engine may start
+    generating on it (preemptive generation), to be committed or discarded."""
+
+    decode_ms: float = 0.0
+
+
+@dataclass(frozen=True, kw_only=True, eq=False)
 class TextPieceFrame(DataFrame):
     """A finished piece of the agent's reply, handed from the generator to TTS."""
 
@@ -176,6 +184,48 @@ class EndOfReplyFrame(ControlFrame):
     """The generator has finished the reply of ``turn_index``; TTS flushes its last phrase."""
 
     turn_index: int
+
+
+@dataclass(frozen=True, kw_only=True, eq=False)
+class TurnCommittedFrame(ControlFrame):
+    """The engine commits to "the user's turn is over": the reply of ``turn_index`` may be
+    heard. Until then its audio is held back (it may have been generated preemptively)."""
+
+    turn_index: int
+    at_ms: float
+    user_text: str
+    speech_end_ms: float
+    """End of the user's speech, as the VAD placed it."""
+    transcript_at_ms: float
+    """When the transcript the reply answers became available."""
+
+
+@dataclass(frozen=True, kw_only=True, eq=False)
+class TurnWithdrawnFrame(ControlFrame):
+    """The caller went on before any of the reply of ``turn_index`` was heard: the commit is
+    taken back, and the user's turn continues."""
+
+    turn_index: int
+
+
+@dataclass(frozen=True, kw_only=True, eq=False)
+class ReplyPhraseFrame(ControlFrame):
+    """TTS finished a phrase of ``turn_index``: its text spans ``start_ms``–``end_ms`` of the
+    reply's audio. With what was played, this tells which words the caller heard."""
+
+    turn_index: int
+    text: str
+    start_ms: float
+    end_ms: float
+
+
+@dataclass(frozen=True, kw_only=True, eq=False)
+class BargeInFrame(ControlFrame):
+    """The caller spoke over the reply of ``turn_index``; it was cut after ``spoken_text``."""
+
+    turn_index: int
+    at_ms: float
+    spoken_text: str
 
 
 @dataclass(frozen=True, kw_only=True, eq=False)

@@ -12,6 +12,7 @@ from pipeline.config.models import (
     TelephonyConfig,
     TracingConfig,
     TtsConfig,
+    TurnConfig,
     VadConfig,
 )
 from pipeline.config.render import render_config, render_defaults
@@ -28,6 +29,7 @@ __all__ = [
     "TelephonyConfig",
     "TracingConfig",
     "TtsConfig",
+    "TurnConfig",
     "VadConfig",
     "load_config",
     "render_config",

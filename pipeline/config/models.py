@@ -125,6 +125,19 @@ class VadConfig(_Section):
         return self
 
 
+class TurnConfig(_Section):
+    speculation: bool = True
+    """Decode at pause onset and generate the reply before the endpoint (preemptive
+    generation); its audio is held back until the turn is committed, and thrown away if the
+    caller goes on."""
+    early_emission: bool = True
+    """Hand each piece of the reply to TTS as soon as the generator commits it; false hands
+    over the whole reply when it is finished (for comparison)."""
+    hold_incomplete_ms: int = Field(500, ge=0)
+    """When the transcript does not end a sentence (no `.`, `?` or `!`), wait this much longer
+    after the endpoint for the caller to go on before committing the turn."""
+
+
 class BudgetConfig(_Section):
     """Latency budget in milliseconds. Stage names match the derived latencies of a trace."""
 
@@ -180,6 +193,8 @@ class CadenceConfig(_Section):
     """Models of each stage."""
     vad: VadConfig = VadConfig()
     """Voice activity detection and endpointing."""
+    turn: TurnConfig = TurnConfig()
+    """Turn taking: speculation, commit and barge-in."""
     budget: BudgetConfig = BudgetConfig()
     """Latency budget."""
     server: ServerConfig = ServerConfig()

@@ -1,8 +1,10 @@
 """``STTStage``: collects each utterance's audio and transcribes it, speculatively.
 
 The final decode starts at pause onset, while the endpointer is still waiting out the
-silence. If the silence holds, the endpoint finds the transcript ready (or nearly); if
-speech resumes, the decode is abandoned and reported as discarded work. Optional partial
+silence, and its transcript goes downstream as soon as it is ready (a
+``SpeculativeTranscriptFrame``, for preemptive generation). If the silence holds, the
+endpoint finds the transcript ready (or nearly) and confirms it as final; if speech resumes,
+the decode is abandoned and reported as discarded work. Optional partial
 transcripts give live captions during speech, at a cost measured in docs/voice.md.
 """
 
@@ -22,6 +24,7 @@ from pipeline.frames import (
     PartialTranscriptFrame,
     PauseStartFrame,
     SpeculationDiscardedFrame,
+    SpeculativeTranscriptFrame,
     SpeechResumedFrame,
     SpeechStartFrame,
 )
@@ -42,6 +45,7 @@ class STTStage(Stage):
         clock: Clock,
         sample_rate: int = 16000,
         partials_interval_ms: int | None = None,
+        speculative: bool = True,
         name: str = "stt",
     ) -> None:
         super().__init__(name=name)
@@ -49,6 +53,7 @@ class STTStage(Stage):
         self._clock = clock
         self._sample_rate = sample_rate
         self._partials_interval_ms = partials_interval_ms
+        self._speculative = speculative
         self._recent: deque[AudioInFrame] = deque()
         self._utterance: list[Pcm16] | None = None
         self._utterance_ms = 0.0
@@ -66,9 +71,12 @@ class STTStage(Stage):
                 await self.push(frame)
             case PauseStartFrame():
                 await self.push(frame)
-                if self._utterance is not None:
+                # A decode still running (one abandoned at an earlier pause) would make this
+                # one wait anyway; the endpoint decodes then, without a decode to throw away.
+                idle = self._transcriber.queued_decodes == 0
+                if self._utterance is not None and self._speculative and idle:
                     self._speculation = self.spawn(
-                        self._transcriber.transcribe(self._audio()), name="speculative-decode"
+                        self._speculate(self._audio()), name="speculative-decode"
                     )
                     self._speculation_started_ms = self._clock.now_ms()
             case SpeechResumedFrame():
@@ -146,6 +154,17 @@ class STTStage(Stage):
                 reason=reason,
             )
         )
+
+    async def _speculate(self, audio: Pcm16) -> Transcription:
+        """Decode at pause onset and offer the result at once, so that a reply can be
+        prepared while the endpointer is still waiting out the silence."""
+        result = await self._transcriber.transcribe(audio)
+        await self.push(
+            SpeculativeTranscriptFrame(
+                text=result.text, at_ms=self._clock.now_ms(), decode_ms=result.decode_ms
+            )
+        )
+        return result
 
     async def _caption(self, audio: Pcm16) -> None:
         result = await self._transcriber.transcribe(audio)

@@ -18,6 +18,7 @@ from pipeline.frames import (
     AudioOutFrame,
     EndOfReplyFrame,
     Frame,
+    ReplyPhraseFrame,
     ReplySynthesizedFrame,
     TextPieceFrame,
 )
@@ -84,9 +85,18 @@ class TTSStage(Stage):
             self._synthesizer.sample_rate, self.output_sample_rate, reply.turn_index
         )
         while (phrase := await reply.phrases.get()) is not None:
+            start_ms = audio.position_ms
             async for pcm in self._synthesizer.synthesize(phrase):
                 for frame in audio.frames(pcm):
                     await self.push(frame)
+            await self.push(
+                ReplyPhraseFrame(
+                    turn_index=reply.turn_index,
+                    text=phrase,
+                    start_ms=start_ms,
+                    end_ms=audio.position_ms,
+                )
+            )
         for frame in audio.frames(np.zeros(0, np.int16), last=True):
             await self.push(frame)
         await self.push(
@@ -105,6 +115,11 @@ class _ReplyAudio:
         self._out_rate = out_rate
         self._turn_index = turn_index
         self.produced_ms = 0.0
+
+    @property
+    def position_ms(self) -> float:
+        """Audio produced so far, including what waits to fill the next frame."""
+        return self.produced_ms + 1000.0 * self._framer.pending_samples / self._out_rate
 
     def frames(self, pcm: Pcm16, *, last: bool = False) -> list[AudioOutFrame]:
         chunks = self._framer.push(self._resampler.process(pcm, last=last))

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import functools
+import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
@@ -69,6 +70,14 @@ class Transcriber:
             language=options.language,
         )  # fmt: skip
         self._prompt = [*self._tokenizer.sot_sequence, self._tokenizer.no_timestamps]
+        self._waiting = 0
+        self._waiting_lock = threading.Lock()
+
+    @property
+    def queued_decodes(self) -> int:
+        """Decodes submitted and not yet finished, abandoned ones included: a new decode
+        waits for all of them."""
+        return self._waiting
 
     def transcribe_blocking(self, pcm: Pcm16) -> Transcription:
         """Decode 16 kHz audio of any length (past 30 s, whisper slides its window over it)."""
@@ -119,7 +128,16 @@ class Transcriber:
         """Decode on the decoder thread. Cancelling the await abandons the result; the decode
         itself runs to completion (CTranslate2 cannot be interrupted mid-call)."""
         loop = asyncio.get_running_loop()
-        return await loop.run_in_executor(self._thread, self.transcribe_blocking, pcm)
+        with self._waiting_lock:
+            self._waiting += 1
+        return await loop.run_in_executor(self._thread, self._counted_transcribe, pcm)
+
+    def _counted_transcribe(self, pcm: Pcm16) -> Transcription:
+        try:
+            return self.transcribe_blocking(pcm)
+        finally:
+            with self._waiting_lock:
+                self._waiting -= 1
 
 
 @functools.cache

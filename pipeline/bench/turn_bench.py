@@ -1,0 +1,158 @@
+"""``cadence bench``: voice-to-voice turns on real speech, the way a caller feels them.
+
+Each manifest clip is one user turn in a session of its own: 1 s of silence, the clip, then
+silence until the reply has been heard (at least ``TAIL_MS``), all streamed in 20 ms frames at
+real-time pace. ``concurrency`` sessions run side by side. The true end of speech comes from
+the clip's energy envelope, so ``user_speech_end`` in every trace is ground truth; the VAD's
+own estimate is kept beside it (``vad_speech_end_ms``).
+
+With ablations, every clip is run under every variant in the same process, variants
+interleaved clip by clip so that the machine's drift hits them alike.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+from dataclasses import dataclass
+from pathlib import Path
+
+from pipeline.bench.manifest import ManifestClip
+from pipeline.caller import SimulatedCaller
+from pipeline.clock import MonotonicClock
+from pipeline.config import CadenceConfig, LlmConfig, TracingConfig
+from pipeline.frames import EndOfReplyFrame, FinalTranscriptFrame, Frame
+from pipeline.recording_sink import RecordingSink
+from pipeline.session import SAMPLE_RATE, VoiceSession
+from pipeline.tracing import AnchorEvent, LatencyTracer, TurnTrace
+from voice.audio.speech_bounds import speech_bounds_ms
+from voice.audio.wavfile import read_audio
+
+LEAD_MS = 1000.0
+TAIL_MS = 1000.0
+MAX_REPLY_WAIT_MS = 15_000.0
+
+ABLATIONS = ("speculation", "early_emission", "ar")
+"""What ``--ablate`` can switch off, each as a variant beside the full configuration."""
+
+
+@dataclass(frozen=True)
+class Variant:
+    name: str
+    config: CadenceConfig
+
+
+def variants(config: CadenceConfig, ablate: list[str]) -> list[Variant]:
+    """The full configuration first, then one variant per ablation."""
+    unknown = set(ablate) - set(ABLATIONS)
+    if unknown:
+        raise ValueError(f"unknown ablation {sorted(unknown)}; choose from {list(ABLATIONS)}")
+    result = [Variant("full", config)]
+    for name in ablate:
+        if name == "ar":
+            llm = LlmConfig.model_validate(
+                config.models.llm.model_dump() | {"backend": "ar", "checkpoint": "embedded:ar"}
+            )
+            models = config.models.model_copy(update={"llm": llm})
+            result.append(Variant("ar", config.model_copy(update={"models": models})))
+        else:
+            turn = config.turn.model_copy(update={name: False})
+            result.append(Variant(f"no_{name}", config.model_copy(update={"turn": turn})))
+    return result
+
+
+class _TraceList:
+    def __init__(self) -> None:
+        self.turns: list[TurnTrace] = []
+
+    def write(self, turn: TurnTrace) -> None:
+        self.turns.append(turn)
+
+    def close(self) -> None:
+        pass
+
+
+class _TurnWatch:
+    """Observer: replies heard to their end, and whether the last transcript was speculative."""
+
+    def __init__(self) -> None:
+        self.replies_heard = 0
+        self.speculative_hit: bool | None = None
+
+    def on_frame(self, source: str, frame: Frame) -> None:
+        if source == "playout" and isinstance(frame, EndOfReplyFrame):
+            self.replies_heard += 1
+        elif source == "stt" and isinstance(frame, FinalTranscriptFrame):
+            self.speculative_hit = frame.speculative
+
+
+async def run_turn(
+    clip: ManifestClip, variant: Variant, session_id: str, concurrency: int
+) -> list[TurnTrace]:
+    """One clip as one user turn; returns its traces with the ground truth written in."""
+    audio = read_audio(clip.path, SAMPLE_RATE)
+    _, speech_end = speech_bounds_ms(audio, SAMPLE_RATE)
+    clock = MonotonicClock()
+    traces, watch = _TraceList(), _TurnWatch()
+    config = variant.config.model_copy(update={"tracing": TracingConfig(jsonl_path=None)})
+    session = VoiceSession(
+        config, RecordingSink(clock), session_id=session_id, output_sample_rate=SAMPLE_RATE,
+        clock=clock, tracer=LatencyTracer(session_id, clock, [traces]), observers=[watch],
+    )  # fmt: skip
+    await session.start()
+    try:
+        caller = SimulatedCaller(session)
+        await caller.pause(LEAD_MS)
+        true_end = caller.position_ms + speech_end
+        await caller.say(audio)
+        await caller.pause(TAIL_MS)
+        waited = TAIL_MS
+        while watch.replies_heard == 0 and waited < MAX_REPLY_WAIT_MS:
+            await caller.pause(100)
+            waited += 100
+        await session.close()
+    finally:
+        await session.cancel("bench turn over")
+    reply = " ".join(t.text for t in session.history if t.speaker == "agent")
+    for trace in traces.turns:
+        vad_end = trace.events.get(AnchorEvent.USER_SPEECH_END)
+        trace.events[AnchorEvent.USER_SPEECH_END] = true_end
+        heard_at = trace.events.get(AnchorEvent.AUDIO_OUT_FIRST)
+        trace.annotations |= {
+            "variant": variant.name,
+            "clip_id": clip.id,
+            "reference": clip.text,
+            "reply": reply,
+            "concurrency": concurrency,
+            "vad_speech_end_ms": vad_end,
+            "speculative_hit": watch.speculative_hit,
+            "premature": heard_at is not None and heard_at < true_end,
+        }
+    return traces.turns
+
+
+async def run_bench(
+    clips: list[ManifestClip], config: CadenceConfig, *, concurrency: int, ablate: list[str]
+) -> list[TurnTrace]:
+    """Every clip under every variant; ``concurrency`` sessions of one variant at a time."""
+    chosen = variants(config, ablate)
+    traces: list[TurnTrace] = []
+    counter = itertools.count()
+    for start in range(0, len(clips), concurrency):
+        group = clips[start : start + concurrency]
+        for variant in chosen:
+            results = await asyncio.gather(
+                *(
+                    run_turn(
+                        clip, variant, f"{variant.name}-{clip.id}-{next(counter)}", concurrency
+                    )
+                    for clip in group
+                )
+            )
+            traces += [trace for result in results for trace in result]
+    return traces
+
+
+def write_traces(traces: list[TurnTrace], path: Path) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text("".join(trace.to_json_line() + "\n" for trace in traces))

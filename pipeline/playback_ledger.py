@@ -1,0 +1,59 @@
+"""``PlaybackLedger``: which words of each reply the caller actually heard.
+
+TTS reports where each phrase lies in the reply's audio; the playout stage reports how much
+of that audio went out. On barge-in, the turn engine asks for the words heard so far, and the
+agent's turn in the history is cut there — the model must not believe it said what the caller
+never heard.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+
+@dataclass
+class _Reply:
+    phrases: list[tuple[str, float, float]] = field(default_factory=list)
+    played_ms: float = 0.0
+    finished: bool = False
+
+
+class PlaybackLedger:
+    def __init__(self) -> None:
+        self._replies: dict[int, _Reply] = {}
+
+    def phrase(self, turn_index: int, text: str, start_ms: float, end_ms: float) -> None:
+        self._reply(turn_index).phrases.append((text, start_ms, end_ms))
+
+    def played(self, turn_index: int, duration_ms: float) -> None:
+        self._reply(turn_index).played_ms += duration_ms
+
+    def finish(self, turn_index: int) -> None:
+        """All of the reply's audio went out."""
+        self._reply(turn_index).finished = True
+
+    def played_ms(self, turn_index: int) -> float:
+        return self._reply(turn_index).played_ms
+
+    def finished(self, turn_index: int) -> bool:
+        return self._reply(turn_index).finished
+
+    def heard_text(self, turn_index: int) -> str:
+        """Whole phrases played, plus the share of the words of the phrase being played that
+        its played share of audio covers (speech rate within a phrase is close to even)."""
+        reply = self._reply(turn_index)
+        heard: list[str] = []
+        for text, start, end in reply.phrases:
+            if reply.played_ms >= end:
+                heard.append(text)
+            elif reply.played_ms > start:
+                words = text.split()
+                share = (reply.played_ms - start) / max(end - start, 1e-9)
+                heard.append(" ".join(words[: int(len(words) * share)]))
+        return " ".join(part for part in heard if part)
+
+    def forget(self, turn_index: int) -> None:
+        self._replies.pop(turn_index, None)
+
+    def _reply(self, turn_index: int) -> _Reply:
+        return self._replies.setdefault(turn_index, _Reply())

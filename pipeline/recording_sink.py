@@ -1,0 +1,42 @@
+"""``RecordingSink``: an ``AudioSink`` that keeps what would have been played, with the time
+each frame was handed over — the transport of ``cadence converse`` and ``cadence bench``."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from pipeline.clock import Clock
+from pipeline.frames import AudioOutFrame
+from voice.audio import Pcm16
+
+
+@dataclass(frozen=True)
+class SentFrame:
+    at_ms: float
+    frame: AudioOutFrame
+
+
+@dataclass
+class RecordingSink:
+    clock: Clock
+    sent: list[SentFrame] = field(default_factory=list)
+    clears: list[float] = field(default_factory=list)
+    """Times the buffer was flushed (barge-in)."""
+
+    async def send(self, frame: AudioOutFrame) -> None:
+        self.sent.append(SentFrame(self.clock.now_ms(), frame))
+
+    async def clear(self) -> None:
+        self.clears.append(self.clock.now_ms())
+
+    def audio(self, turn_index: int | None = None) -> Pcm16:
+        """Everything sent (for one reply, if ``turn_index`` is given), end to end."""
+        chunks = [
+            s.frame.pcm for s in self.sent if turn_index is None or s.frame.turn_index == turn_index
+        ]
+        return np.concatenate(chunks) if chunks else np.zeros(0, np.int16)
+
+    def turn_indices(self) -> list[int]:
+        return sorted({s.frame.turn_index for s in self.sent})

@@ -1,0 +1,92 @@
+"""``PlayoutStage``: the last stage; releases reply audio to the transport at the pace of
+speech, and only once its turn is committed.
+
+Audio generated preemptively (before the endpoint) waits here until ``TurnCommittedFrame``
+says the caller's turn is really over; an interrupt drops it unheard. Frames go to the sink no
+more than ``lead_ms`` ahead of real time, so a barge-in can still stop the audio the caller
+is about to hear: what was handed over is, within that lead, what was played.
+"""
+
+from __future__ import annotations
+
+from typing import Protocol
+
+from pipeline.clock import Clock
+from pipeline.frames import (
+    AudioOutFrame,
+    EndOfReplyFrame,
+    Frame,
+    ReplyPhraseFrame,
+    TurnCommittedFrame,
+)
+from pipeline.playback_ledger import PlaybackLedger
+from pipeline.stage import Stage
+
+DEFAULT_LEAD_MS = 60.0
+"""How far ahead of real time audio is handed to the transport: enough to ride out a late
+wake-up of the event loop, short enough that a barge-in stops the sound at once."""
+
+
+class AudioSink(Protocol):
+    """Where reply audio goes: a WebRTC track, a telephony socket, a recording."""
+
+    async def send(self, frame: AudioOutFrame) -> None: ...
+
+    async def clear(self) -> None:
+        """Drop whatever the transport still buffers (Twilio `clear`)."""
+        ...
+
+
+class PlayoutStage(Stage):
+    def __init__(
+        self,
+        sink: AudioSink,
+        *,
+        clock: Clock,
+        ledger: PlaybackLedger,
+        lead_ms: float = DEFAULT_LEAD_MS,
+        name: str = "playout",
+    ) -> None:
+        super().__init__(name=name)
+        self._sink = sink
+        self._clock = clock
+        self._ledger = ledger
+        self._lead_ms = lead_ms
+        self._committed: set[int] = set()
+        self._held: dict[int, list[Frame]] = {}
+        self._play_until_ms = 0.0
+
+    async def process(self, frame: Frame) -> None:
+        match frame:
+            case TurnCommittedFrame():
+                self._committed.add(frame.turn_index)
+                await self.push(frame)
+                for held in self._held.pop(frame.turn_index, []):
+                    await self._release(held)
+            case AudioOutFrame() | ReplyPhraseFrame() | EndOfReplyFrame():
+                if frame.turn_index in self._committed:
+                    await self._release(frame)
+                else:
+                    self._held.setdefault(frame.turn_index, []).append(frame)
+            case _:
+                await self.push(frame)
+
+    async def on_interrupt(self) -> None:
+        self._held.clear()
+        self._play_until_ms = 0.0
+        await self._sink.clear()
+
+    async def _release(self, frame: Frame) -> None:
+        match frame:
+            case AudioOutFrame():
+                now = self._clock.now_ms()
+                self._play_until_ms = max(self._play_until_ms, now)
+                await self._clock.sleep_until(self._play_until_ms - self._lead_ms)
+                await self._sink.send(frame)
+                self._play_until_ms += frame.duration_ms
+                self._ledger.played(frame.turn_index, frame.duration_ms)
+            case ReplyPhraseFrame():
+                self._ledger.phrase(frame.turn_index, frame.text, frame.start_ms, frame.end_ms)
+            case EndOfReplyFrame():
+                self._ledger.finish(frame.turn_index)
+        await self.push(frame)

@@ -1,0 +1,232 @@
+"""``TurnStage``: the turn engine. Decides when the caller's turn is over, has the generator
+answer it, and keeps the conversation's history true to what was said and heard.
+
+The life of a turn here:
+
+1. While the caller speaks, the history is prefilled into the generator's cache.
+2. A ``SpeculativeTranscriptFrame`` (decoded at pause onset) starts the reply at once —
+   preemptive generation. Its pieces stream to TTS; playout holds the audio back.
+3. The final transcript confirms the speculation (or restarts the reply on the new text).
+   If it ends a sentence the turn is committed now; if not, after ``hold_incomplete_ms`` more
+   of silence — a caller who stops mid-sentence usually goes on.
+4. ``TurnCommittedFrame`` releases the held audio.
+5. Speech before the commit, or before any of the reply was heard, *continues* the same user
+   turn: the reply is dropped unheard (traced as discarded) and the transcripts are joined.
+   Speech while the reply is heard is a **barge-in**: generation and synthesis stop, queued
+   audio is flushed, and the agent's turn in the history is cut to the words heard.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import re
+from dataclasses import dataclass
+
+from llm import Turn, TurnGenerator
+from pipeline.clock import Clock
+from pipeline.config import TurnConfig
+from pipeline.frames import (
+    BargeInFrame,
+    EndOfReplyFrame,
+    EndpointFrame,
+    FinalTranscriptFrame,
+    Frame,
+    SpeculationDiscardedFrame,
+    SpeculativeTranscriptFrame,
+    SpeechResumedFrame,
+    SpeechStartFrame,
+    TextPieceFrame,
+    TurnCommittedFrame,
+    TurnWithdrawnFrame,
+)
+from pipeline.playback_ledger import PlaybackLedger
+from pipeline.stage import Stage
+
+_SENTENCE_END = re.compile(r"[.!?…][\"')\]]*$")
+
+
+@dataclass
+class _Reply:
+    """One attempt at answering ``user_text``; ``turn_index`` is unique per attempt."""
+
+    turn_index: int
+    user_text: str
+    transcript_at_ms: float
+    started_ms: float
+    task: asyncio.Task[None] | None = None
+    text: str = ""
+    done: bool = False
+    committed: bool = False
+
+
+class TurnStage(Stage):
+    def __init__(
+        self,
+        generator: TurnGenerator,
+        *,
+        clock: Clock,
+        ledger: PlaybackLedger,
+        config: TurnConfig,
+        name: str = "turn",
+    ) -> None:
+        super().__init__(name=name)
+        self._generator = generator
+        self._clock = clock
+        self._ledger = ledger
+        self._config = config
+        self.history: list[Turn] = []
+        """Completed turns, the agent's cut to what the caller heard."""
+        self._pending_user_text = ""
+        """Words of the user turn still open (it may span several utterances)."""
+        self._reply: _Reply | None = None
+        self._speech_end_ms = 0.0
+        self._next_index = 0
+        self._hold: asyncio.Task[None] | None = None
+
+    async def process(self, frame: Frame) -> None:
+        match frame:
+            case SpeechStartFrame():
+                await self.push(frame)
+                await self._on_speech(frame.at_ms)
+                if self._reply is None:
+                    self.spawn(self._generator.prefill(self.history), name="prefill")
+            case SpeechResumedFrame():
+                await self.push(frame)
+                await self._on_speech(frame.at_ms)
+            case EndpointFrame():
+                self._speech_end_ms = frame.speech_end_ms
+                await self.push(frame)
+            case SpeculativeTranscriptFrame():
+                await self.push(frame)
+                if self._config.speculation and frame.text.strip():
+                    await self._answer(self._joined(frame.text), frame.at_ms)
+            case FinalTranscriptFrame():
+                await self.push(frame)
+                await self._on_final(frame)
+            case _:
+                await self.push(frame)
+
+    # --- decisions --------------------------------------------------------------------------
+
+    async def _on_final(self, frame: FinalTranscriptFrame) -> None:
+        text = self._joined(frame.text)
+        if not text:
+            return  # noise: no words, no turn
+        if self._reply is None or self._reply.user_text != text:
+            await self._answer(text, frame.at_ms)
+        if self._config.hold_incomplete_ms and not _SENTENCE_END.search(text):
+            self._hold = self.spawn(self._commit_later(), name="hold-incomplete")
+        else:
+            await self._commit()
+
+    async def _on_speech(self, at_ms: float) -> None:
+        """The caller is speaking: continue their turn, or barge in on the reply."""
+        self._cancel_hold()
+        reply = self._reply
+        if reply is None:
+            return
+        if reply.committed and self._ledger.finished(reply.turn_index):
+            self._reply = None  # the reply was heard to its end; this is a new turn
+            return
+        if reply.committed and self._ledger.played_ms(reply.turn_index) > 0:
+            await self._barge_in(reply, at_ms)
+            return
+        # Nothing of the reply was heard: the caller was not done. Drop it, keep their words.
+        await self._drop(reply, reason="caller went on")
+        self._pending_user_text = reply.user_text
+        if reply.committed:  # the user turn is open again
+            del self.history[-2 if reply.done else -1 :]
+            await self.push(TurnWithdrawnFrame(turn_index=reply.turn_index))
+
+    async def _barge_in(self, reply: _Reply, at_ms: float) -> None:
+        self._reply = None
+        await self._stop(reply, reason="barge-in")
+        heard = self._ledger.heard_text(reply.turn_index)
+        self._ledger.forget(reply.turn_index)
+        if reply.done:
+            self.history[-1] = Turn("agent", heard)
+        else:
+            self.history.append(Turn("agent", heard))
+        await self.push(BargeInFrame(turn_index=reply.turn_index, at_ms=at_ms, spoken_text=heard))
+
+    async def _answer(self, user_text: str, transcript_at_ms: float) -> None:
+        """Start generating the reply to ``user_text`` (dropping a reply to other words)."""
+        if self._reply is not None:
+            await self._drop(self._reply, reason="transcript changed")
+        reply = _Reply(self._next_index, user_text, transcript_at_ms, self._clock.now_ms())
+        self._next_index += 1
+        self._reply = reply
+        prompt = [*self.history, Turn("user", user_text)]
+        reply.task = self.spawn(self._generate(reply, prompt), name=f"reply-{reply.turn_index}")
+
+    async def _commit(self) -> None:
+        reply = self._reply
+        if reply is None or reply.committed:
+            return
+        reply.committed = True
+        self._pending_user_text = ""
+        self.history.append(Turn("user", reply.user_text))
+        if reply.done:
+            self.history.append(Turn("agent", reply.text))
+        await self.push(
+            TurnCommittedFrame(
+                turn_index=reply.turn_index,
+                at_ms=self._clock.now_ms(),
+                user_text=reply.user_text,
+                speech_end_ms=self._speech_end_ms,
+                transcript_at_ms=reply.transcript_at_ms,
+            )
+        )
+
+    async def _commit_later(self) -> None:
+        await self._clock.sleep_until(self._clock.now_ms() + self._config.hold_incomplete_ms)
+        self._hold = None
+        await self._commit()
+
+    # --- work -------------------------------------------------------------------------------
+
+    async def _generate(self, reply: _Reply, prompt: list[Turn]) -> None:
+        async for piece in self._generator.stream(prompt):
+            reply.text += piece.text
+            if self._config.early_emission:
+                await self.push(
+                    TextPieceFrame(text=piece.text, at_ms=piece.at_ms, turn_index=reply.turn_index)
+                )
+        if not self._config.early_emission and reply.text:
+            await self.push(
+                TextPieceFrame(
+                    text=reply.text, at_ms=self._clock.now_ms(), turn_index=reply.turn_index
+                )
+            )
+        reply.done = True
+        if reply.committed:
+            self.history.append(Turn("agent", reply.text))
+        await self.push(EndOfReplyFrame(turn_index=reply.turn_index))
+
+    async def _drop(self, reply: _Reply, *, reason: str) -> None:
+        """Throw a reply away unheard; it is traced as discarded work."""
+        self._reply = None
+        await self._stop(reply, reason=reason)
+        self._ledger.forget(reply.turn_index)
+        await self.push(
+            SpeculationDiscardedFrame(
+                kind="llm_generation",
+                started_ms=reply.started_ms,
+                ended_ms=self._clock.now_ms(),
+                reason=reason,
+            )
+        )
+
+    async def _stop(self, reply: _Reply, *, reason: str) -> None:
+        if reply.task is not None and not reply.task.done():
+            reply.task.cancel()
+            await asyncio.gather(reply.task, return_exceptions=True)
+        await self.interrupt(reason)
+
+    def _cancel_hold(self) -> None:
+        if self._hold is not None:
+            self._hold.cancel()
+            self._hold = None
+
+    def _joined(self, text: str) -> str:
+        return " ".join(part for part in (self._pending_user_text, text.strip()) if part)

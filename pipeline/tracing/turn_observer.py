@@ -1,0 +1,129 @@
+"""``TurnTraceObserver``: reads a session's frames and records each turn's anchor events.
+
+Stages know nothing of tracing; this observer watches the frames they hand on and maps them
+to the anchor events of DESIGN.md. Work done for a reply before its turn is committed
+(preemptive generation and synthesis) is kept per reply and written into the trace only if
+that reply is the one committed; a reply thrown away shows up as discarded work instead.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from pipeline.clock import Clock
+from pipeline.frames import (
+    AudioOutFrame,
+    BargeInFrame,
+    EndOfReplyFrame,
+    EndpointFrame,
+    Frame,
+    SpeculationDiscardedFrame,
+    SpeechStartFrame,
+    TextPieceFrame,
+    TurnCommittedFrame,
+    TurnWithdrawnFrame,
+)
+from pipeline.tracing.anchors import AnchorEvent
+from pipeline.tracing.tracer import LatencyTracer
+
+A = AnchorEvent
+
+
+@dataclass
+class _ReplyEvents:
+    """Anchor events of one reply attempt, gathered before (and after) its commit."""
+
+    events: dict[AnchorEvent, float] = field(default_factory=dict)
+
+    def first(self, event: AnchorEvent, at_ms: float) -> None:
+        self.events.setdefault(event, at_ms)
+
+
+class TurnTraceObserver:
+    def __init__(self, tracer: LatencyTracer, clock: Clock) -> None:
+        self._tracer = tracer
+        self._clock = clock
+        self._speech_start_ms: float | None = None
+        self._vad_speech_end_ms: float | None = None
+        self._replies: dict[int, _ReplyEvents] = {}
+        self._committed: int | None = None
+        self._committed_speech_start: float | None = None
+        self._discarded: list[SpeculationDiscardedFrame] = []
+        """Thrown-away work, written into the next committed turn (the one it was for)."""
+
+    def on_frame(self, source: str, frame: Frame) -> None:
+        now = self._clock.now_ms()
+        match frame:
+            case SpeechStartFrame() if source == "vad" and self._speech_start_ms is None:
+                self._speech_start_ms = frame.at_ms
+            case EndpointFrame() if source == "vad":
+                self._vad_speech_end_ms = frame.speech_end_ms
+            case TextPieceFrame() if source == "turn":
+                self._reply_event(frame.turn_index, A.LLM_FIRST_EMIT, frame.at_ms)
+            case EndOfReplyFrame() if source == "turn":
+                self._reply_event(frame.turn_index, A.LLM_DONE, now)
+            case AudioOutFrame() if source == "tts":
+                self._reply_event(frame.turn_index, A.TTS_FIRST_AUDIO, now)
+            case AudioOutFrame() if source == "playout":
+                self._reply_event(frame.turn_index, A.AUDIO_OUT_FIRST, now)
+            case EndOfReplyFrame() if source == "playout" and frame.turn_index == self._committed:
+                self._close()
+            case TurnCommittedFrame() if source == "turn":
+                self._commit(frame)
+            case TurnWithdrawnFrame() if source == "turn" and frame.turn_index == self._committed:
+                # Committed too early: the caller went on. Kept, marked, out of the latencies.
+                self._tracer.annotate("withdrawn", True)
+                self._close()
+                self._speech_start_ms = self._committed_speech_start
+            case BargeInFrame() if source == "turn" and frame.turn_index == self._committed:
+                self._tracer.mark(A.INTERRUPTED, frame.at_ms)
+                self._tracer.annotate("heard", frame.spoken_text)
+                self._close()
+                self._speech_start_ms = frame.at_ms
+            case SpeculationDiscardedFrame():
+                self._discarded.append(frame)
+            case _:
+                pass
+
+    def close(self) -> None:
+        self._close()
+        self._write_discarded()  # work for a turn that never came
+        self._tracer.end_turn()
+
+    def _commit(self, frame: TurnCommittedFrame) -> None:
+        self._close()
+        self._committed = frame.turn_index
+        tracer = self._tracer
+        if self._speech_start_ms is not None:
+            tracer.mark(A.USER_SPEECH_START, self._speech_start_ms)
+        tracer.mark(A.USER_SPEECH_END, frame.speech_end_ms)
+        tracer.mark(A.ENDPOINT, frame.at_ms)
+        tracer.mark(A.STT_FINAL, frame.transcript_at_ms)
+        self._write_discarded()
+        tracer.annotate("turn_index", frame.turn_index)
+        tracer.annotate("transcript", frame.user_text)
+        if self._vad_speech_end_ms is not None:
+            tracer.annotate("vad_speech_end_ms", self._vad_speech_end_ms)
+        for event, at_ms in self._replies.pop(frame.turn_index, _ReplyEvents()).events.items():
+            tracer.mark(event, at_ms)
+        self._replies.clear()  # other attempts were discarded
+        self._committed_speech_start = self._speech_start_ms
+        self._speech_start_ms = None
+
+    def _write_discarded(self) -> None:
+        for work in self._discarded:
+            self._tracer.discard(work.kind, work.started_ms, work.reason, end_ms=work.ended_ms)
+        self._discarded.clear()
+
+    def _reply_event(self, turn_index: int, event: AnchorEvent, at_ms: float) -> None:
+        if turn_index == self._committed:
+            current = self._tracer.current
+            if current is not None and event not in current.events:
+                self._tracer.mark(event, at_ms)
+        else:
+            self._replies.setdefault(turn_index, _ReplyEvents()).first(event, at_ms)
+
+    def _close(self) -> None:
+        if self._committed is not None:
+            self._tracer.end_turn()
+            self._committed = None
