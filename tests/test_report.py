@@ -1,0 +1,308 @@
+"""Latency budget reports: exact figures from synthetic traces, the summary schema, the plots,
+variants side by side, and `cadence report` reproducing a bench's summary from its traces."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+from matplotlib.image import imread
+from typer.testing import CliRunner
+
+from pipeline.cli.app import app
+from pipeline.clock import VirtualClock
+from pipeline.config import BudgetConfig
+from pipeline.report import (
+    REPORT_FILE,
+    RUN_FILE,
+    SUMMARY_FILE,
+    ReportSummary,
+    VariantSummary,
+    build_report,
+)
+from pipeline.report.plots import PLOTS
+from pipeline.tracing import AnchorEvent, DiscardedWork, JsonlTraceSink, LatencyTracer, TurnTrace
+from pipeline.tracing.turn_trace import Annotation
+
+A = AnchorEvent
+STT_SPANS = (-50.0, 50.0, 150.0, 250.0, 350.0)
+"""One turn each; with endpoint 200, LLM 100, TTS 40 and transport 10, voice-to-voice is
+300, 400, 500, 600 and 700 ms."""
+
+
+def make_turn(
+    index: int,
+    *,
+    stt: float = 100.0,
+    llm: float = 100.0,
+    session: str = "s",
+    annotations: dict[str, Annotation] | None = None,
+    discarded: list[DiscardedWork] | None = None,
+    missing: tuple[AnchorEvent, ...] = (),
+) -> TurnTrace:
+    """A turn whose speech ends at 1000 ms, with endpoint 200, TTS 40 and transport 10 ms."""
+    times = {A.USER_SPEECH_START: 0.0, A.USER_SPEECH_END: 1000.0, A.ENDPOINT: 1200.0}
+    times[A.STT_FINAL] = times[A.ENDPOINT] + stt
+    times[A.LLM_FIRST_EMIT] = times[A.STT_FINAL] + llm
+    times[A.TTS_FIRST_AUDIO] = times[A.LLM_FIRST_EMIT] + 40.0
+    times[A.AUDIO_OUT_FIRST] = times[A.TTS_FIRST_AUDIO] + 10.0
+    return TurnTrace(
+        session_id=session,
+        turn=index,
+        events={event: at for event, at in times.items() if event not in missing},
+        discarded=discarded or [],
+        annotations=annotations or {},
+    )
+
+
+def five_turns() -> list[TurnTrace]:
+    decode = DiscardedWork(kind="stt_decode", start_ms=700, end_ms=900, reason="speech resumed")
+    reply = DiscardedWork(kind="llm_generation", start_ms=800, end_ms=850, reason="changed")
+    notes: list[dict[str, Annotation]] = [
+        {"speculative_hit": True, "reference": "book a table for two",
+         "transcript": "Book a table for two."},
+        {"speculative_hit": True, "reference": "hello there", "transcript": "hello"},
+        {"speculative_hit": False, "reference": "only a reference"},
+        {"vad_speech_end_ms": 1020.0},
+        {"vad_speech_end_ms": 1040},
+    ]  # fmt: skip
+    turns = [
+        make_turn(i, stt=stt, annotations={"concurrency": 1, **note})
+        for i, (stt, note) in enumerate(zip(STT_SPANS, notes, strict=True))
+    ]
+    turns[3] = turns[3].model_copy(update={"discarded": [decode, decode, reply]})
+    return turns
+
+
+def write_traces(path: Path, traces: list[TurnTrace]) -> Path:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text("".join(turn.to_json_line() + "\n" for turn in traces), encoding="utf-8")
+    return path
+
+
+def report(out: Path, traces: list[TurnTrace], budget: BudgetConfig | None = None) -> ReportSummary:
+    return build_report(
+        traces,
+        out,
+        budget=budget or BudgetConfig(),
+        config={"bench": {"clips": 5}},
+        machine="test machine, 2 cores",
+        command="cadence bench --manifest m.jsonl --out x",
+    )
+
+
+def cadence(*args: str) -> subprocess.CompletedProcess[str]:
+    exe = Path(sys.executable).with_name("cadence")
+    return subprocess.run([str(exe), *args], capture_output=True, text=True, timeout=120)
+
+
+def test_summary_figures_are_exact(tmp_path: Path) -> None:
+    summary = report(tmp_path, five_turns())
+
+    assert summary.turns == 5
+    assert summary.sessions == 1
+    assert summary.concurrency == 1
+    v2v = summary.voice_to_voice_ms
+    assert (v2v.count, v2v.p50, v2v.max) == (5, 500.0, 700.0)
+    assert v2v.p95 == pytest.approx(680.0)  # linear interpolation between 600 and 700
+    assert v2v.p99 == pytest.approx(696.0)
+    stt = summary.stages_ms["stt"]
+    assert stt.p50 == 150.0
+    assert stt.p95 == pytest.approx(330.0)
+    assert stt.p99 == pytest.approx(346.0)
+    assert summary.stages_ms["endpoint"].p99 == 200.0
+    assert summary.stages_ms["transport"].p50 == 10.0
+    assert summary.within_budget_fraction == 3 / 5  # 300, 400 and 500 ms are within 500
+    assert summary.wer == pytest.approx(1 / 7)  # one word of seven dropped; case, punctuation
+    assert summary.wer_turns == 2  # the reference without a transcript is left out
+    assert (summary.speculation.hits, summary.speculation.misses) == (2, 3)  # 1 false + 2 decodes
+    assert summary.speculation.hit_rate == pytest.approx(2 / 5)
+    assert summary.discarded["stt_decode"].count == 2
+    assert summary.discarded["stt_decode"].total_ms == 400.0
+    assert summary.discarded["llm_generation"].total_ms == 50.0
+    assert (summary.vad_end_error_ms.count, summary.vad_end_error_ms.p50) == (2, 30.0)
+    assert summary.budget_ms == BudgetConfig().model_dump()
+    assert summary.variants == {}
+    assert summary.variant == "unlabelled"
+
+
+def test_ceiling_early_endpoints_and_barge_ins_are_counted(tmp_path: Path) -> None:
+    early = make_turn(1)
+    early.events[A.ENDPOINT] = 990.0
+    interrupted = make_turn(2)
+    interrupted.events[A.INTERRUPTED] = 2000.0
+    summary = report(tmp_path, [make_turn(0, llm=260.0), early, interrupted])
+    assert summary.llm_over_ceiling == 1
+    assert summary.endpoints_before_speech_end == 1
+    assert summary.interrupted == 1
+
+
+def test_summary_json_matches_its_schema(tmp_path: Path) -> None:
+    summary = report(tmp_path, five_turns())
+    raw = json.loads((tmp_path / SUMMARY_FILE).read_text())
+    assert ReportSummary.model_validate(raw) == summary
+    assert raw["schema"] == "cadence.report/1"
+    for key in ("turns", "concurrency", "voice_to_voice_ms", "stages_ms", "budget_ms",
+                "within_budget_fraction", "wer", "speculation", "config", "machine"):  # fmt: skip
+        assert key in raw
+    assert set(raw["voice_to_voice_ms"]) >= {"p50", "p95", "p99", "max"}
+    assert list(raw["stages_ms"]) == [
+        "endpoint", "stt", "llm_first_emit", "tts_first_audio", "transport"
+    ]  # fmt: skip
+    assert set(raw["speculation"]) >= {"hits", "misses"}
+    assert raw["config"] == {"bench": {"clips": 5}}
+    assert raw["machine"] == "test machine, 2 cores"
+
+    raw["stages_ms"].pop("stt")
+    with pytest.raises(ValueError, match="stages_ms must have exactly"):
+        ReportSummary.model_validate(raw)
+
+
+def test_report_page_and_plots(tmp_path: Path) -> None:
+    report(tmp_path, five_turns())
+    page = (tmp_path / REPORT_FILE).read_text()
+    assert "Machine: test machine, 2 cores" in page
+    assert "`cadence bench --manifest m.jsonl --out x`" in page
+    assert "| STT | 100 | 150 ✗ | 330 ✗ | 346 ✗ | 5 |" in page
+    assert "| endpoint | 200 | 200 ✓ | 200 ✓ | 200 ✓ | 5 |" in page
+    assert "met by 3 of 5 turns (**60%**)" in page
+    assert "The largest stage is endpoint: 200 ms at the median" in page
+    assert "Over their share at the median: STT (+50 ms)." in page
+    assert "| stt_decode | 2 | 400 |" in page
+    for name in PLOTS:
+        assert f"]({name})" in page
+        png = tmp_path / name
+        assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+        pixels = imread(png)
+        assert pixels.shape[0] > 300
+        assert pixels.shape[1] > 600
+        assert float(np.std(pixels)) > 0.05, f"{name} is blank"
+
+
+def test_waterfall_handles_negative_spans_and_caps_the_turns(tmp_path: Path) -> None:
+    many = [make_turn(i, stt=-80.0 if i % 2 else 60.0, llm=-20.0) for i in range(100)]
+    report(tmp_path, many)
+    assert imread(tmp_path / "waterfall.png").shape[0] < 1800  # 40 rows, not 100
+
+
+def test_variants_side_by_side(tmp_path: Path) -> None:
+    slow = [
+        make_turn(i, stt=stt + 200, session=f"b{i}", annotations={"variant": "no_speculation"})
+        for i, stt in enumerate(STT_SPANS)
+    ]
+    full = [
+        make_turn(i, stt=stt, session=f"a{i}", annotations={"variant": "full"})
+        for i, stt in enumerate(STT_SPANS)
+    ]
+    summary = report(tmp_path, slow + full)
+    assert summary.variant == "full"  # the primary even though it comes second
+    assert list(summary.variants) == ["no_speculation", "full"]
+    assert summary.voice_to_voice_ms.p50 == 500.0
+    assert summary.variants["no_speculation"].voice_to_voice_ms.p50 == 700.0
+    # The top level is the full variant's summary, field for field.
+    assert summary.variants["full"].model_dump() == summary.model_dump(
+        include=set(VariantSummary.model_fields)
+    )
+    page = (tmp_path / REPORT_FILE).read_text()
+    assert "| voice-to-voice p50 | 500 | 700 (+200 ms, ×1.40) |" in page
+    assert "| variant | `full` | `no_speculation` |" in page
+
+
+def test_a_turn_missing_anchors_counts_but_is_left_out_of_what_it_lacks(tmp_path: Path) -> None:
+    unanswered = make_turn(5, missing=(A.TTS_FIRST_AUDIO, A.AUDIO_OUT_FIRST))
+    summary = report(tmp_path, [*five_turns(), unanswered])
+    assert summary.turns == 6
+    assert summary.voice_to_voice_ms.count == 5
+    assert summary.voice_to_voice_ms.p50 == 500.0
+    assert summary.within_budget_fraction == 3 / 5
+    assert summary.stages_ms["endpoint"].count == 6
+    assert summary.stages_ms["llm_first_emit"].count == 6
+    assert summary.stages_ms["tts_first_audio"].count == 5
+    assert summary.stages_ms["transport"].count == 5
+
+
+async def test_traces_from_the_tracer_report_their_spans(tmp_path: Path) -> None:
+    clock = VirtualClock()
+    tracer = LatencyTracer("live", clock, sinks=[JsonlTraceSink(tmp_path / "traces.jsonl")])
+    steps = [(1000, A.USER_SPEECH_END), (200, A.ENDPOINT), (90, A.STT_FINAL),
+             (120, A.LLM_FIRST_EMIT), (40, A.TTS_FIRST_AUDIO), (5, A.AUDIO_OUT_FIRST)]  # fmt: skip
+    for after_ms, event in steps:
+        await clock.advance(after_ms)
+        tracer.mark(event)
+    tracer.close()
+    result = cadence("report", str(tmp_path / "traces.jsonl"), "--out", str(tmp_path / "r"))
+    assert result.returncode == 0, result.stderr
+    summary = ReportSummary.model_validate_json((tmp_path / "r" / SUMMARY_FILE).read_text())
+    assert summary.voice_to_voice_ms.p50 == 455.0
+    assert summary.stages_ms["llm_first_emit"].p50 == 120.0
+    assert summary.config is None
+    assert str(summary.command).startswith("cadence report ")
+    assert (tmp_path / "r" / RUN_FILE).is_file()
+
+
+def test_cadence_report_reproduces_the_bench_summary(tmp_path: Path) -> None:
+    bench = tmp_path / "bench"
+    traces = write_traces(bench / "traces.jsonl", five_turns())
+    budget = BudgetConfig(voice_to_voice=450.0, stt=120.0)
+    summary = report(bench, five_turns(), budget)
+    assert summary.within_budget_fraction == 2 / 5
+
+    result = cadence("report", str(traces), "--out", str(tmp_path / "rebuilt"))
+    assert result.returncode == 0, result.stderr
+    assert (tmp_path / "rebuilt" / SUMMARY_FILE).read_text() == (bench / SUMMARY_FILE).read_text()
+    assert (tmp_path / "rebuilt" / REPORT_FILE).read_text() == (bench / REPORT_FILE).read_text()
+
+
+@pytest.mark.parametrize(
+    ("content", "message"),
+    [
+        ("", "no turn traces"),
+        ("\n\n", "no turn traces"),
+        ('{"schema": "cadence.turn/1", "session_id": "s", "turn": 0}\nnot json\n', ":2: not a "),
+    ],
+)
+def test_empty_or_invalid_traces_fail_clearly(tmp_path: Path, content: str, message: str) -> None:
+    traces = tmp_path / "traces.jsonl"
+    traces.write_text(content)
+    result = CliRunner().invoke(app, ["report", str(traces), "--out", str(tmp_path / "r")])
+    assert result.exit_code == 1
+    assert message in result.stderr
+    assert not (tmp_path / "r").exists()
+
+
+def test_missing_traces_fail_clearly(tmp_path: Path) -> None:
+    result = CliRunner().invoke(app, ["report", str(tmp_path / "none.jsonl"), "--out", "r"])
+    assert result.exit_code == 1
+    assert "No such file" in result.stderr
+
+
+def test_build_report_refuses_no_traces(tmp_path: Path) -> None:
+    with pytest.raises(ValueError, match="no turns"):
+        report(tmp_path, [])
+
+
+def test_config_replaces_the_recorded_budget(tmp_path: Path) -> None:
+    traces = write_traces(tmp_path / "bench" / "traces.jsonl", five_turns())
+    report(tmp_path / "bench", five_turns())
+    config = tmp_path / "c.yaml"
+    config.write_text("budget:\n  voice_to_voice: 350\n")
+    out = tmp_path / "r"
+    result = CliRunner().invoke(app, ["report", str(traces), "--out", str(out), "-c", str(config)])
+    assert result.exit_code == 0, result.output
+    summary = ReportSummary.model_validate_json((out / SUMMARY_FILE).read_text())
+    assert summary.within_budget_fraction == 1 / 5
+    assert summary.config is not None
+    assert summary.config["budget"]["voice_to_voice"] == 350
+    assert summary.machine == "test machine, 2 cores"  # still the run's, from run.json
+
+
+def test_a_broken_run_file_fails_clearly(tmp_path: Path) -> None:
+    traces = write_traces(tmp_path / "traces.jsonl", five_turns())
+    (tmp_path / RUN_FILE).write_text('{"machine": 3}')
+    result = CliRunner().invoke(app, ["report", str(traces), "--out", str(tmp_path / "r")])
+    assert result.exit_code == 1
+    assert "not a Cadence run description" in result.stderr
