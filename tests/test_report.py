@@ -306,3 +306,18 @@ def test_a_broken_run_file_fails_clearly(tmp_path: Path) -> None:
     result = CliRunner().invoke(app, ["report", str(traces), "--out", str(tmp_path / "r")])
     assert result.exit_code == 1
     assert "not a Cadence run description" in result.stderr
+
+
+def test_withdrawn_commits_and_premature_replies_are_counted_apart(tmp_path: Path) -> None:
+    withdrawn = make_turn(0, stt=900.0, annotations={"withdrawn": True, "reference": "a b c",
+                                                     "transcript": "a"})  # fmt: skip
+    answered = make_turn(1, annotations={"reference": "a b c", "transcript": "a b c"})
+    premature = make_turn(2, annotations={"premature": True})
+    summary = report(tmp_path, [withdrawn, answered, premature])
+    assert summary.turns == 3
+    assert summary.withdrawn == 1
+    assert summary.premature == 1
+    assert summary.stages_ms["stt"].count == 2  # the withdrawn turn's spans are left out
+    assert summary.stages_ms["stt"].max == 100.0
+    assert summary.wer == 0.0
+    assert "withdrawn when the caller went on: 1" in (tmp_path / "report.md").read_text()

@@ -73,7 +73,8 @@ class _TraceList:
 
 
 class _TurnWatch:
-    """Observer: replies heard to their end, and whether the last transcript was speculative."""
+    """Observer: replies heard to their end, and whether a transcript came from speculation
+    (misses are the discarded decodes, traced as such)."""
 
     def __init__(self) -> None:
         self.replies_heard = 0
@@ -82,8 +83,8 @@ class _TurnWatch:
     def on_frame(self, source: str, frame: Frame) -> None:
         if source == "playout" and isinstance(frame, EndOfReplyFrame):
             self.replies_heard += 1
-        elif source == "stt" and isinstance(frame, FinalTranscriptFrame):
-            self.speculative_hit = frame.speculative
+        elif source == "stt" and isinstance(frame, FinalTranscriptFrame) and frame.speculative:
+            self.speculative_hit = True  # the answer came from the speculative decode
 
 
 async def run_turn(

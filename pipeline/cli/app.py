@@ -6,7 +6,7 @@ import logging
 
 import typer
 
-from pipeline.cli import bench_cmd, config_cmd, llm_cmd, report_cmd, voice_cmd
+from pipeline.cli import bench_cmd, config_cmd, converse_cmd, llm_cmd, report_cmd, voice_cmd
 
 app = typer.Typer(
     name="cadence",
@@ -22,7 +22,9 @@ app.command("generate")(llm_cmd.generate_command)
 app.command("eval-lm")(llm_cmd.eval_lm_command)
 app.command("transcribe")(voice_cmd.transcribe)
 app.command("say")(voice_cmd.say)
+app.command("bench")(bench_cmd.bench)
 app.command("bench-voice")(bench_cmd.bench_voice)
+app.command("converse")(converse_cmd.converse)
 app.command("report")(report_cmd.report)
 
 

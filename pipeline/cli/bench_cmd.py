@@ -1,4 +1,5 @@
-"""``cadence bench-voice``: measure VAD, STT and TTS on real speech."""
+"""``cadence bench`` (whole turns, with ablations) and ``cadence bench-voice`` (VAD, STT and
+TTS alone) on real speech."""
 
 from __future__ import annotations
 
@@ -13,8 +14,10 @@ import typer
 from rich.console import Console
 
 from pipeline.bench.manifest import read_manifest
+from pipeline.bench.turn_bench import ABLATIONS, run_bench, variants, write_traces
 from pipeline.bench.voice_bench import run_voice_bench, write_report
 from pipeline.cli._config_option import CONFIG_OPTION, load_config_or_exit
+from pipeline.report import build_report
 
 
 def machine_description() -> str:
@@ -46,3 +49,40 @@ def bench_voice(
     )  # fmt: skip
     write_report(report, out)
     Console().print((out / "voice_bench.md").read_text(), markup=False, highlight=False)
+
+
+def bench(
+    manifest: Path = typer.Option(
+        ..., "--manifest", "-m", help="Clips (JSON lines: id, file, text)."
+    ),
+    out: Path = typer.Option(..., "--out", "-o", help="Report directory."),
+    concurrency: int = typer.Option(1, "--concurrency", "-n", min=1, help="Sessions at once."),
+    ablate: str = typer.Option(
+        "", "--ablate", help=f"Comma-separated variants beside the full one: {','.join(ABLATIONS)}."
+    ),
+    limit: int | None = typer.Option(None, "--limit", help="Only the first N clips."),
+    config: Path | None = CONFIG_OPTION,
+) -> None:
+    """Voice-to-voice turns on real clips, streamed in real time; traces and a budget report."""
+    settings = load_config_or_exit(config)
+    ablations = [name.strip() for name in ablate.split(",") if name.strip()]
+    try:
+        chosen = variants(settings, ablations)
+    except ValueError as exc:
+        raise typer.BadParameter(str(exc), param_hint="--ablate") from exc
+    clips = read_manifest(manifest)[:limit]
+    Console(stderr=True).print(
+        f"{len(clips)} clips × {len(chosen)} variants, {concurrency} at a time, in real time",
+        highlight=False,
+    )
+    traces = asyncio.run(run_bench(clips, settings, concurrency=concurrency, ablate=ablations))
+    write_traces(traces, out / "traces.jsonl")
+    build_report(
+        traces,
+        out,
+        budget=settings.budget,
+        config=settings.model_dump(mode="json"),
+        machine=machine_description(),
+        command=shlex.join(["cadence", *sys.argv[1:]]),
+    )
+    Console().print((out / "report.md").read_text(), markup=False, highlight=False)

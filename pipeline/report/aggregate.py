@@ -50,7 +50,10 @@ def summarize(
     )
 
 
-def summarize_variant(turns: Sequence[TurnTrace], budget: BudgetConfig) -> VariantSummary:
+def summarize_variant(all_turns: Sequence[TurnTrace], budget: BudgetConfig) -> VariantSummary:
+    # A withdrawn turn was a false start of the turn that follows it: its partial transcript
+    # and its cut-short spans would only blur the figures of the turns that were answered.
+    turns = [turn for turn in all_turns if turn.annotations.get("withdrawn") is not True]
     voice_to_voice = _samples(turns, VOICE_TO_VOICE.name)
     endpoint_delays = _samples(turns, "endpoint")
     transcribed = _transcribed(turns)
@@ -61,8 +64,8 @@ def summarize_variant(turns: Sequence[TurnTrace], budget: BudgetConfig) -> Varia
         and not isinstance(value, bool)
     ]
     return VariantSummary(
-        turns=len(turns),
-        sessions=len({turn.session_id for turn in turns}),
+        turns=len(all_turns),
+        sessions=len({turn.session_id for turn in all_turns}),
         concurrency=max(concurrency, default=None),
         voice_to_voice_ms=latency_stats(voice_to_voice),
         stages_ms={name: latency_stats(_samples(turns, name)) for name in STAGE_NAMES},
@@ -76,6 +79,8 @@ def summarize_variant(turns: Sequence[TurnTrace], budget: BudgetConfig) -> Varia
         ),
         endpoints_before_speech_end=sum(v < 0 for v in endpoint_delays),
         interrupted=sum(AnchorEvent.INTERRUPTED in turn.events for turn in turns),
+        withdrawn=len(all_turns) - len(turns),
+        premature=sum(turn.annotations.get("premature") is True for turn in turns),
         vad_end_error_ms=latency_stats(_vad_end_errors(turns)),
         wer=(
             word_error_rate([r for r, _ in transcribed], [t for _, t in transcribed])
@@ -83,8 +88,8 @@ def summarize_variant(turns: Sequence[TurnTrace], budget: BudgetConfig) -> Varia
             else None
         ),
         wer_turns=len(transcribed),
-        speculation=_speculation(turns),
-        discarded=_discarded(turns),
+        speculation=_speculation(all_turns),
+        discarded=_discarded(all_turns),
     )
 
 

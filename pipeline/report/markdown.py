@@ -77,7 +77,9 @@ def _stage_table(s: ReportSummary) -> str:
     notes = [
         f"LLM first emit over its {s.budget_ms['llm_first_emit_ceiling']:.0f} ms ceiling: "
         f"{s.llm_over_ceiling} turns. Endpoint before the end of speech (the caller cut off): "
-        f"{s.endpoints_before_speech_end} turns. Barge-ins: {s.interrupted} turns."
+        f"{s.endpoints_before_speech_end} turns. Barge-ins: {s.interrupted} turns. "
+        f"Replies heard before the caller finished: {s.premature} turns. Turns committed too "
+        f"early and withdrawn when the caller went on: {s.withdrawn} (left out of the figures)."
     ]
     if s.vad_end_error_ms.count:
         error = s.vad_end_error_ms
@@ -167,6 +169,8 @@ def _variants_table(s: ReportSummary) -> str:
         ("within budget", lambda v: _fraction(v.within_budget_fraction)),
         ("LLM over its ceiling", lambda v: str(v.llm_over_ceiling)),
         ("endpoints before the end of speech", lambda v: str(v.endpoints_before_speech_end)),
+        ("replies heard before the caller finished", lambda v: str(v.premature)),
+        ("withdrawn commits", lambda v: str(v.withdrawn)),
         ("WER", lambda v: "–" if v.wer is None else f"{v.wer:.3f}"),
         ("speculation hits / misses", lambda v: f"{v.speculation.hits} / {v.speculation.misses}"),
         ("turns", lambda v: str(v.turns)),

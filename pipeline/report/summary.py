@@ -64,6 +64,14 @@ class VariantSummary(_Model):
         ge=0, description="turns whose endpoint came before the end of speech (cut the caller)"
     )
     interrupted: int = Field(ge=0, description="turns cut off by barge-in")
+    withdrawn: int = Field(
+        ge=0,
+        description="turns committed too early and taken back when the caller went on before "
+        "any of the reply was heard; counted in `turns`, left out of every other figure",
+    )
+    premature: int = Field(
+        ge=0, description="turns whose reply was heard before the caller's true end of speech"
+    )
     vad_end_error_ms: LatencyStats = Field(
         description="the VAD's end of speech (`vad_speech_end_ms`) − `user_speech_end`"
     )
