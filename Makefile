@@ -17,11 +17,15 @@ $(STAMP): pyproject.toml
 	$(BIN)/pip install --quiet -e '.[dev]'
 	@touch $(STAMP)
 
-# Until the browser demo lands, `demo` runs the most complete job that exists and says so.
+DEMO_CLIPS := tests/data/speech/wav16k/sb_spk2_snt4.wav tests/data/speech/wav8k/osr_us_0034_8k_s05.wav
+
+# Until the browser demo lands, `demo` runs the most complete job that exists and says so:
+# a two-turn conversation on real speech, in real time, with its latency report.
 demo: $(STAMP)
-	@echo "Cadence: the browser demo is not built yet; checking the offline default configuration."
-	$(BIN)/cadence config check configs/default.yaml
-	$(BIN)/cadence --help
+	@echo "Cadence: the browser demo is not built yet; replaying a recorded caller instead."
+	$(BIN)/cadence converse $(foreach clip,$(DEMO_CLIPS),--in $(clip)) --out runs/demo
+	$(BIN)/cadence report runs/demo/traces.jsonl --out runs/demo/report
+	@echo "The agent's audio: runs/demo/agent_*.wav; the latency report: runs/demo/report/report.md"
 
 lint: $(STAMP)
 	$(BIN)/ruff check .
