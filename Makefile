@@ -1,5 +1,5 @@
 # Cadence: two commands on a fresh machine.
-#   make demo   create .venv, install everything, start the demo
+#   make demo   create .venv, install everything, serve the browser demo (prints its URL)
 #   make test   create or reuse .venv, install, lint, type-check and run the whole suite
 
 PYTHON ?= python3
@@ -7,7 +7,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test lint typecheck unit clean
+.PHONY: demo test lint typecheck unit clean chromium
 
 $(STAMP): pyproject.toml
 	@$(PYTHON) -c 'import sys; sys.exit(sys.version_info < (3, 11))' \
@@ -17,15 +17,14 @@ $(STAMP): pyproject.toml
 	$(BIN)/pip install --quiet -e '.[dev]'
 	@touch $(STAMP)
 
-DEMO_CLIPS := tests/data/speech/wav16k/sb_spk2_snt4.wav tests/data/speech/wav8k/osr_us_0034_8k_s05.wav
+# Chromium for the browser tests (Debian's package; Playwright never downloads a browser).
+chromium:
+	@command -v chromium >/dev/null 2>&1 || { \
+		echo "Installing Chromium (apt-get, needs root) for the browser tests"; \
+		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium; }
 
-# Until the browser demo lands, `demo` runs the most complete job that exists and says so:
-# a two-turn conversation on real speech, in real time, with its latency report.
-demo: $(STAMP)
-	@echo "Cadence: the browser demo is not built yet; replaying a recorded caller instead."
-	$(BIN)/cadence converse $(foreach clip,$(DEMO_CLIPS),--in $(clip)) --out runs/demo
-	$(BIN)/cadence report runs/demo/traces.jsonl --out runs/demo/report
-	@echo "The agent's audio: runs/demo/agent_*.wav; the latency report: runs/demo/report/report.md"
+demo: $(STAMP) chromium
+	$(BIN)/cadence serve
 
 lint: $(STAMP)
 	$(BIN)/ruff check .
@@ -34,7 +33,7 @@ lint: $(STAMP)
 typecheck: $(STAMP)
 	$(BIN)/mypy
 
-unit: $(STAMP)
+unit: $(STAMP) chromium
 	$(BIN)/pytest
 
 test: lint typecheck unit

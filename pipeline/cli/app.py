@@ -6,7 +6,15 @@ import logging
 
 import typer
 
-from pipeline.cli import bench_cmd, config_cmd, converse_cmd, llm_cmd, report_cmd, voice_cmd
+from pipeline.cli import (
+    bench_cmd,
+    config_cmd,
+    converse_cmd,
+    llm_cmd,
+    report_cmd,
+    serve_cmd,
+    voice_cmd,
+)
 
 app = typer.Typer(
     name="cadence",
@@ -26,6 +34,7 @@ app.command("bench")(bench_cmd.bench)
 app.command("bench-voice")(bench_cmd.bench_voice)
 app.command("converse")(converse_cmd.converse)
 app.command("report")(report_cmd.report)
+app.command("serve")(serve_cmd.serve)
 
 
 @app.callback()

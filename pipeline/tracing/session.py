@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from pathlib import Path
 
 from pipeline.clock import Clock
@@ -10,8 +11,14 @@ from pipeline.tracing.sinks import JsonlTraceSink, OtelTraceSink, TraceSink, otl
 from pipeline.tracing.tracer import LatencyTracer
 
 
-def session_tracer(config: TracingConfig, session_id: str, clock: Clock) -> LatencyTracer:
-    """A tracer writing to the JSON-lines log and/or the OTLP endpoint that ``config`` names.
+def session_tracer(
+    config: TracingConfig,
+    session_id: str,
+    clock: Clock,
+    extra_sinks: Sequence[TraceSink] = (),
+) -> LatencyTracer:
+    """A tracer writing to the JSON-lines log and/or the OTLP endpoint that ``config`` names,
+    and to ``extra_sinks`` (a server's metrics, a live page).
 
     Sessions of one process append to the same log, each through its own handle: every line
     is written whole and flushed at once, so lines of concurrent sessions never interleave.
@@ -22,4 +29,4 @@ def session_tracer(config: TracingConfig, session_id: str, clock: Clock) -> Late
     if config.otlp_endpoint:
         provider = otlp_tracer_provider(config.service_name, config.otlp_endpoint)
         sinks.append(OtelTraceSink(provider.get_tracer("cadence"), session_id, clock))
-    return LatencyTracer(session_id, clock, sinks)
+    return LatencyTracer(session_id, clock, [*sinks, *extra_sinks])

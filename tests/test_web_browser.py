@@ -1,0 +1,177 @@
+"""The browser demo end to end in real headless Chromium: the fake microphone plays real
+speech over WebRTC to ``cadence serve`` on the embedded models, and the page plays the reply.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pytest
+from playwright.async_api import Page, WebSocket
+from speech_data import clip
+from web_harness import (
+    ARTIFACTS,
+    CHROMIUM,
+    PAGE_QUERY,
+    chromium_page,
+    fake_microphone,
+    running_server,
+    wait_until,
+    web_config,
+)
+
+from pipeline.tracing import STAGE_LATENCIES, TurnTrace
+from voice.stt import word_error_rate
+from web.server import CadenceServer
+
+pytestmark = pytest.mark.skipif(
+    not CHROMIUM.exists(), reason="needs Chromium at /usr/bin/chromium (make test installs it)"
+)
+
+CONVERSATION = ("ds_arctic_a0024", "sb_spk1_snt2", "sb_spk2_snt4")
+"""Clips whose speech starts at once or after near-silence: cut out of a recording with a noise
+floor and spliced after digital silence, the step from silence to noise can pass for a word
+(webrtcvad mode 3), and a decode of that blip makes whisper hallucinate."""
+GAP_MS = 7000
+"""Silence after each utterance: the reply is well under way (and may be cut off, as a caller
+would) before the next utterance."""
+
+INBOUND_AUDIO_STATS = """async () => {
+  const stats = await window.cadence.call.pc.getStats();
+  for (const report of stats.values())
+    if (report.type === "inbound-rtp" && report.kind === "audio")
+      return {packets: report.packetsReceived, energy: report.totalAudioEnergy ?? 0};
+  return {packets: 0, energy: 0};
+}"""
+
+
+@dataclass
+class Wire:
+    """What the server told the page (as sent on the signaling websocket), and any uncaught
+    error of the page's script."""
+
+    events: list[dict[str, Any]] = field(default_factory=list)
+    page_errors: list[str] = field(default_factory=list)
+
+    def listen(self, websocket: WebSocket) -> None:
+        websocket.on("framereceived", lambda payload: self.events.append(json.loads(payload)))
+
+    def final_transcripts(self) -> list[str]:
+        return [e["text"] for e in self.events if e["type"] == "transcript" and e["final"]]
+
+
+async def start_call(page: Page, server: CadenceServer) -> Wire:
+    wire = Wire()
+    page.on("pageerror", lambda error: wire.page_errors.append(str(error)))
+    page.on("websocket", wire.listen)
+    await page.goto(server.url + PAGE_QUERY)
+    await page.get_by_role("button", name="Start talking").click()
+    await page.wait_for_selector("#status[data-state=connected]", timeout=20_000)
+    return wire
+
+
+async def page_state(page: Page, expression: str) -> Any:
+    return await page.evaluate(f"() => {expression}")
+
+
+async def test_a_spoken_conversation_through_the_browser(tmp_path: Path) -> None:
+    clips = [clip(clip_id) for clip_id in CONVERSATION]
+    parts: list[Any] = []
+    for spoken in clips:
+        parts += [spoken.audio(), GAP_MS]
+    microphone = fake_microphone(tmp_path / "microphone.wav", parts)
+    ARTIFACTS.mkdir(parents=True, exist_ok=True)
+    async with (
+        running_server(web_config()) as server,
+        chromium_page(tmp_path / "profile", microphone) as page,
+    ):
+        wire = await start_call(page, server)
+        [call] = server.calls.values()
+        answered = "window.cadence.traces.filter(t => !t.annotations.withdrawn).length"
+        await page.wait_for_function(f"{answered} >= {len(clips)}", timeout=60_000, polling=200)
+        await page.wait_for_selector(
+            f"#conversation .message.agent >> nth={len(clips) - 1}", timeout=10_000
+        )
+        assert call.session is not None
+        history = call.session.history
+        audio = await page.evaluate(INBOUND_AUDIO_STATS)
+        await page.screenshot(path=ARTIFACTS / "conversation.png", full_page=True)
+        shown_user = await page.locator("#conversation .message.user .text").all_inner_texts()
+        stage_rows = (
+            await page.locator("#waterfall figure.turn")
+            .first.locator(".row .bar")
+            .evaluate_all("bars => bars.map(b => b.closest('.row').dataset.stage)")
+        )
+        figures = {
+            "server_v2v_ms": await page_state(page, "window.cadence.serverV2V"),
+            "page_v2v_ms": await page_state(page, "window.cadence.pageV2V"),
+            "traces": await page_state(page, "window.cadence.traces"),
+        }
+        async with page.expect_download() as download:
+            await page.get_by_role("button", name="Download traces (JSON Lines)").click()
+        saved = Path(await (await download.value).path())
+        downloaded = (await asyncio.to_thread(saved.read_text)).splitlines()
+        await page.get_by_role("button", name="Hang up").click()
+        await wait_until(lambda: not server.calls, "the server to end the call")
+
+    # What STT heard, utterance by utterance. (The user turns of the history can differ: a
+    # turn taken back and continued joins its transcripts.)
+    heard = wire.final_transcripts()
+    wer = word_error_rate([" ".join(c.text for c in clips)], [" ".join(heard)])
+    assert wer <= 0.2, f"WER {wer:.2f}: heard {heard}"
+    assert shown_user == [turn.text for turn in history if turn.speaker == "user"]
+    assert not wire.page_errors
+    assert audio["packets"] > 100, audio
+    assert audio["energy"] > 0.01, audio
+    assert stage_rows == [latency.name for latency in STAGE_LATENCIES]
+    assert [TurnTrace.from_json_line(line) for line in downloaded] == [
+        TurnTrace.from_json_line(json.dumps(trace)) for trace in figures["traces"]
+    ]
+    observed = server.metrics.registry.get_sample_value(
+        "cadence_stage_latency_seconds_count", {"stage": "voice_to_voice"}
+    )
+    assert observed == len(figures["server_v2v_ms"])
+    (ARTIFACTS / "conversation_latency.json").write_text(json.dumps(figures, indent=2) + "\n")
+
+
+BARGE_IN_GAP_MS = 2000
+"""The second utterance starts this long after the first ends: after the reply has begun
+(voice-to-voice is well under it), before it has ended (replies run several seconds)."""
+
+
+async def test_the_caller_barges_in_from_the_browser(tmp_path: Path) -> None:
+    first, second = clip("ds_ldc93s1_16k"), clip("ljspeech_LJ050-0131")
+    microphone = fake_microphone(
+        tmp_path / "microphone.wav", [first.audio(), BARGE_IN_GAP_MS, second.audio(), 3000]
+    )
+    ARTIFACTS.mkdir(parents=True, exist_ok=True)
+    async with (
+        running_server(web_config()) as server,
+        chromium_page(tmp_path / "profile", microphone) as page,
+    ):
+        wire = await start_call(page, server)
+        await page.wait_for_selector(
+            "#conversation .message.agent[data-state=interrupted]", timeout=30_000
+        )
+        await asyncio.sleep(0.2)  # what was already in the browser's jitter buffer
+        before = await page.evaluate(INBOUND_AUDIO_STATS)
+        await asyncio.sleep(1.0)
+        after = await page.evaluate(INBOUND_AUDIO_STATS)
+        await page.wait_for_function(
+            "window.cadence.traces.some(t => 'interrupted' in t.events)", timeout=10_000
+        )
+        await page.screenshot(path=ARTIFACTS / "barge_in.png", full_page=True)
+        traces = await page_state(page, "window.cadence.traces")
+        await page.get_by_role("button", name="Hang up").click()
+        await wait_until(lambda: not server.calls, "the server to end the call")
+
+    interrupted = next(t for t in traces if "interrupted" in t["events"])
+    assert interrupted["annotations"]["transcript"]
+    assert "heard" in interrupted["annotations"]
+    assert after["packets"] > before["packets"], "the track goes on (silence) after a barge-in"
+    assert after["energy"] - before["energy"] < 0.001, (before, after)
+    assert not wire.page_errors

@@ -1,0 +1,242 @@
+"""``BrowserCall``: one visitor of the demo page, from the signaling websocket's opening to its
+close — the signaling, the peer connection and the voice session.
+
+Everything a call starts, it also ends: when ``run`` returns, whatever the way the call ended
+(hang-up, a broken protocol, a failed session or connection, a visitor who simply vanished),
+the inbound audio task, every task of the session's pipeline, the peer connection and the
+event writer are finished, and nothing holds a reference to the call any more.
+
+Events for the page are queued and written by one task, so that the pipeline never waits on
+a slow browser and the events reach the page in the order they happened.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import logging
+from dataclasses import dataclass
+from typing import Any
+
+from websockets.asyncio.server import ServerConnection
+from websockets.exceptions import ConnectionClosed
+
+from llm import create_generator
+from pipeline.clock import MonotonicClock
+from pipeline.config import CadenceConfig
+from pipeline.pipeline import PipelineClosedError, StageFailedError
+from pipeline.session import VoiceSession
+from pipeline.tracing import STAGE_LATENCIES, session_tracer
+from voice.audio import Pcm16
+from web.events import Event, PageEvents
+from web.metrics import ErrorKind, ServerMetrics
+from web.signaling import CloseCode, Hangup, Offer, SignalingError, parse_client_message
+from web.transports.webrtc import OUTPUT_SAMPLE_RATE, WebRTCTransport
+
+logger = logging.getLogger(__name__)
+
+OFFER_TIMEOUT_S = 30.0
+"""A visitor who connects and sends no offer gives their place back after this long."""
+
+CLOSE_TIMEOUT_S = 2.0
+"""How long the last events and the close may take to reach a page that still listens."""
+
+MAX_QUEUED_EVENTS = 1000
+"""Events waiting for a page that does not read them; past this, new ones are dropped."""
+
+
+def error_event(code: str, message: str) -> Event:
+    return {"type": "error", "code": code, "message": message}
+
+
+@dataclass(frozen=True)
+class _Close:
+    """The last item of the outbox: close the websocket with this code."""
+
+    code: CloseCode
+    reason: str
+
+
+class BrowserCall:
+    def __init__(
+        self,
+        websocket: ServerConnection,
+        config: CadenceConfig,
+        *,
+        call_id: str,
+        metrics: ServerMetrics,
+    ) -> None:
+        self.call_id = call_id
+        self._ws = websocket
+        self._config = config
+        self._metrics = metrics
+        self._outbox: asyncio.Queue[Event | _Close] = asyncio.Queue()
+        self._closing = False
+        self._tasks: list[asyncio.Task[None]] = []
+        self.session: VoiceSession | None = None
+        self.transport: WebRTCTransport | None = None
+
+    @property
+    def tasks(self) -> list[asyncio.Task[Any]]:
+        """Every task of this call still running: its own, the transport's, the session's."""
+        owned: list[asyncio.Task[Any]] = [t for t in self._tasks if not t.done()]
+        if self.transport is not None:
+            owned += self.transport.tasks
+        if self.session is not None:
+            owned += self.session.pipeline.tasks
+        return owned
+
+    async def run(self) -> None:
+        """Serve the visitor until the call ends; everything of it is released on return."""
+        writer = self._spawn(self._write(), "events")
+        try:
+            self._post(
+                {
+                    "type": "hello",
+                    "session_id": self.call_id,
+                    "budget": self._config.budget.model_dump(),
+                    "stages": [latency.name for latency in STAGE_LATENCIES],
+                }
+            )
+            await self._converse()
+        except SignalingError as exc:
+            logger.info("%s: %s: %s", self.call_id, exc.code, exc.message)
+            self._metrics.errors.labels(ErrorKind.SIGNALING.value).inc()
+            self._fail(exc.code, exc.message, exc.close_code)
+        except ConnectionClosed:
+            logger.info("%s: the visitor left", self.call_id)
+        except Exception:
+            logger.exception("%s: the call failed", self.call_id)
+            self._metrics.errors.labels(ErrorKind.INTERNAL.value).inc()
+            self._fail("internal", "internal server error", CloseCode.INTERNAL_ERROR)
+        finally:
+            await self._release(writer)
+
+    # --- signaling ----------------------------------------------------------------------------
+
+    async def _converse(self) -> None:
+        try:
+            async with asyncio.timeout(OFFER_TIMEOUT_S):
+                first = parse_client_message(await self._ws.recv())
+        except TimeoutError:
+            raise SignalingError("no_offer", f"no offer within {OFFER_TIMEOUT_S:.0f} s") from None
+        if isinstance(first, Hangup):
+            return
+        await self._connect(first)
+        async for raw in self._ws:
+            match parse_client_message(raw):
+                case Hangup():
+                    return
+                case Offer():
+                    raise SignalingError(
+                        "duplicate_offer", "this call is connected already (no renegotiation)"
+                    )
+
+    async def _connect(self, offer: Offer) -> None:
+        clock = MonotonicClock()
+        page = PageEvents(self._post)
+        # Loading the generator's checkpoint takes a while: not on the event loop, where other
+        # calls' audio is being paced.
+        generator = await asyncio.to_thread(create_generator, self._config.models.llm, clock)
+        transport = WebRTCTransport(
+            name=self.call_id, on_audio=self._feed, on_lost=self._connection_lost
+        )
+        self.transport = transport
+        self.session = VoiceSession(
+            self._config,
+            transport.output,
+            session_id=self.call_id,
+            output_sample_rate=OUTPUT_SAMPLE_RATE,
+            clock=clock,
+            generator=generator,
+            tracer=session_tracer(
+                self._config.tracing, self.call_id, clock, extra_sinks=[page, self._metrics]
+            ),
+            observers=[page],
+        )
+        await self.session.start()
+        self._spawn(self._watch_session(self.session), "watch")
+        try:
+            answer = await transport.answer(offer.sdp)
+        except Exception as exc:
+            # aiortc raises whatever its SDP parser trips on (ValueError, KeyError, …).
+            raise SignalingError("bad_offer", f"cannot use the offer: {exc!r}") from exc
+        self._post({"type": "answer", "sdp": answer})
+
+    # --- while the call runs ------------------------------------------------------------------
+
+    async def _feed(self, pcm: Pcm16, sample_rate: int) -> None:
+        if self.session is None:
+            return
+        # A failed session refuses audio; _watch_session is ending the call.
+        with contextlib.suppress(PipelineClosedError):
+            await self.session.feed(pcm, sample_rate)
+
+    async def _watch_session(self, session: VoiceSession) -> None:
+        try:
+            await session.pipeline.wait()
+        except StageFailedError:
+            self._metrics.errors.labels(ErrorKind.SESSION_FAILED.value).inc()
+            self._fail(
+                "session_failed",
+                "the voice session failed; the server log has the details",
+                CloseCode.INTERNAL_ERROR,
+            )
+
+    def _connection_lost(self) -> None:
+        self._metrics.errors.labels(ErrorKind.CONNECTION_LOST.value).inc()
+        self._fail("connection_lost", "the WebRTC connection was lost", CloseCode.GOING_AWAY)
+
+    # --- events to the page -------------------------------------------------------------------
+
+    def _post(self, event: Event) -> None:
+        if self._closing:
+            return
+        if self._outbox.qsize() >= MAX_QUEUED_EVENTS:
+            logger.warning("%s: the page is not reading; dropped an event", self.call_id)
+            return
+        self._outbox.put_nowait(event)
+
+    def _fail(self, code: str, message: str, close_code: CloseCode) -> None:
+        self._post(error_event(code, message))
+        self._close(close_code, code)
+
+    def _close(self, code: CloseCode, reason: str) -> None:
+        if not self._closing:
+            self._closing = True
+            self._outbox.put_nowait(_Close(code, reason))
+
+    async def _write(self) -> None:
+        while True:
+            item = await self._outbox.get()
+            try:
+                if isinstance(item, _Close):
+                    await self._ws.close(item.code, item.reason)
+                    return
+                await self._ws.send(json.dumps(item))
+            except ConnectionClosed:
+                return
+
+    # --- the end ------------------------------------------------------------------------------
+
+    async def _release(self, writer: asyncio.Task[None]) -> None:
+        # Media first, so that nothing more reaches the session; then the session, whose last
+        # trace is still posted to the page; then the socket.
+        if self.transport is not None:
+            await self.transport.close()
+        if self.session is not None:
+            await self.session.cancel("call ended")
+        self._close(CloseCode.NORMAL, "call ended")
+        await asyncio.wait([writer], timeout=CLOSE_TIMEOUT_S)
+        for task in self._tasks:
+            task.cancel()
+        await asyncio.gather(*self._tasks, return_exceptions=True)
+        self._tasks.clear()
+        self.session = None
+        self.transport = None
+
+    def _spawn(self, work: Any, name: str) -> asyncio.Task[None]:
+        task: asyncio.Task[None] = asyncio.create_task(work, name=f"{self.call_id}:{name}")
+        self._tasks.append(task)
+        return task

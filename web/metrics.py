@@ -1,0 +1,81 @@
+"""Prometheus metrics of the server, served at ``/metrics``.
+
+One registry per server (not the process-wide default), so that a test can run several
+servers in one process and read each one's figures. Stage latencies come from the finished
+turn traces: ``ServerMetrics`` is a trace sink every session of the server writes to.
+"""
+
+from __future__ import annotations
+
+from enum import StrEnum
+
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
+from prometheus_client.exposition import CONTENT_TYPE_LATEST
+
+from pipeline.tracing import ALL_LATENCIES, AnchorEvent, TurnTrace
+
+CONTENT_TYPE = CONTENT_TYPE_LATEST
+
+LATENCY_BUCKETS_S = (0.05, 0.1, 0.15, 0.2, 0.25, 0.3, 0.4, 0.5, 0.6, 0.75, 1.0, 1.5, 2.0, 3.0, 5.0)
+"""Dense around the 500 ms voice-to-voice budget and its stage shares."""
+
+
+class ErrorKind(StrEnum):
+    SIGNALING = "signaling"
+    """A visitor broke the signaling protocol."""
+    REFUSED = "refused"
+    """A visitor was turned away at the session limit."""
+    SESSION_FAILED = "session_failed"
+    """A stage of a voice session raised; that call ended."""
+    INTERNAL = "internal"
+    """A call raised where it should not have: a bug, logged with its traceback."""
+    CONNECTION_LOST = "connection_lost"
+    """A WebRTC connection failed (ICE or DTLS) or was closed by the browser alone."""
+
+
+class ServerMetrics:
+    def __init__(self) -> None:
+        self.registry = CollectorRegistry()
+        self.stage_latency = Histogram(
+            "cadence_stage_latency_seconds",
+            "Latency of each stage of a turn and voice-to-voice, from the turn traces. "
+            "`stt` and `llm_first_emit` are negative when speculation finished them early; "
+            "those land in the lowest bucket.",
+            ["stage"],
+            buckets=LATENCY_BUCKETS_S,
+            registry=self.registry,
+        )
+        self.sessions = Gauge("cadence_sessions", "Visitors connected now.", registry=self.registry)
+        self.turns = Counter(
+            "cadence_turns",
+            "Finished turns by outcome: answered, interrupted (barge-in) or withdrawn.",
+            ["outcome"],
+            registry=self.registry,
+        )
+        self.errors = Counter(
+            "cadence_errors",
+            "Calls ended or refused by an error.",
+            ["kind"],
+            registry=self.registry,
+        )
+        for kind in ErrorKind:
+            self.errors.labels(kind.value)
+
+    def render(self) -> bytes:
+        return generate_latest(self.registry)
+
+    def write(self, turn: TurnTrace) -> None:
+        """Record a finished turn (the trace-sink side: every session writes here)."""
+        if turn.annotations.get("withdrawn"):
+            # Committed too early and taken back: its latencies mean nothing.
+            self.turns.labels("withdrawn").inc()
+            return
+        outcome = "interrupted" if AnchorEvent.INTERRUPTED in turn.events else "answered"
+        self.turns.labels(outcome).inc()
+        for latency in ALL_LATENCIES:
+            value = turn.latencies_ms[latency.name]
+            if value is not None:
+                self.stage_latency.labels(latency.name).observe(value / 1000.0)
+
+    def close(self) -> None:
+        """A session's tracer closing: the metrics outlive every session, nothing to do."""

@@ -1,0 +1,150 @@
+"""``CadenceServer``: the browser demo on one port — the page (``/``, ``/static/…``), WebRTC
+signaling on the ``/ws`` websocket, ``/healthz`` and ``/metrics``.
+
+Each visitor of ``/ws`` is one :class:`BrowserCall` with its own peer connection and voice
+session. The models are loaded once, before the port opens, and shared by every session; a
+missing checkpoint fails the start, not the first visitor. Past ``server.max_sessions``
+visitors are refused with an ``error`` event (``busy``) and close code 1013, rather than
+degrading every call on the machine.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import logging
+import signal
+import uuid
+from collections.abc import Callable
+from types import TracebackType
+
+from websockets.asyncio.server import Server, ServerConnection, serve
+from websockets.exceptions import ConnectionClosed
+from websockets.http11 import Request, Response
+
+from llm import create_generator
+from pipeline.config import CadenceConfig
+from pipeline.models import load_stt, load_tts
+from web.call import CLOSE_TIMEOUT_S, BrowserCall, error_event
+from web.metrics import ErrorKind, ServerMetrics
+from web.routes import Routes
+from web.signaling import MAX_MESSAGE_BYTES, CloseCode
+
+logger = logging.getLogger(__name__)
+
+SIGNALING_PATH = "/ws"
+
+
+class CadenceServer:
+    def __init__(self, config: CadenceConfig) -> None:
+        self.config = config
+        self.metrics = ServerMetrics()
+        self.calls: dict[str, BrowserCall] = {}
+        """The calls in progress, by id."""
+        self._routes = Routes(
+            signaling_path=SIGNALING_PATH, metrics=self.metrics, health=self._health
+        )
+        self._server: Server | None = None
+
+    async def start(self) -> None:
+        """Load the models, then open the port."""
+        await asyncio.to_thread(self._load_models)
+        settings = self.config.server
+        self._server = await serve(
+            self._handle,
+            settings.host,
+            settings.port,
+            process_request=self._process_request,
+            # Over twice the signaling limit: a larger message gets our own `too_large` error
+            # up to here, and beyond it websockets closes with 1009 before reading it all.
+            max_size=2 * MAX_MESSAGE_BYTES,
+            close_timeout=CLOSE_TIMEOUT_S,
+        )
+
+    @property
+    def port(self) -> int:
+        if self._server is None:
+            raise RuntimeError("the server is not started")
+        port: int = self._server.sockets[0].getsockname()[1]
+        return port
+
+    @property
+    def url(self) -> str:
+        host = self.config.server.host
+        return f"http://{f'[{host}]' if ':' in host else host}:{self.port}/"
+
+    async def close(self) -> None:
+        """Close every call (the pages get close code 1001) and the port."""
+        if self._server is not None:
+            self._server.close()
+            await self._server.wait_closed()
+            self._server = None
+
+    async def __aenter__(self) -> CadenceServer:
+        await self.start()
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        traceback: TracebackType | None,
+    ) -> None:
+        await self.close()
+
+    def _load_models(self) -> None:
+        models = self.config.models
+        load_stt(models.stt)
+        load_tts(models.tts)
+        create_generator(models.llm)  # each call loads its own; this checks the checkpoint
+
+    def _health(self) -> dict[str, object]:
+        return {
+            "status": "ok",
+            "sessions": len(self.calls),
+            "max_sessions": self.config.server.max_sessions,
+        }
+
+    def _process_request(self, connection: ServerConnection, request: Request) -> Response | None:
+        return self._routes.respond(request)
+
+    async def _handle(self, websocket: ServerConnection) -> None:
+        limit = self.config.server.max_sessions
+        if len(self.calls) >= limit:
+            await self._refuse(websocket, limit)
+            return
+        call_id = f"web-{uuid.uuid4().hex[:8]}"
+        call = BrowserCall(websocket, self.config, call_id=call_id, metrics=self.metrics)
+        self.calls[call_id] = call
+        self.metrics.sessions.set(len(self.calls))
+        logger.info("%s: connected (%d of %d sessions)", call_id, len(self.calls), limit)
+        try:
+            await call.run()
+        finally:
+            del self.calls[call_id]
+            self.metrics.sessions.set(len(self.calls))
+            logger.info("%s: ended", call_id)
+
+    async def _refuse(self, websocket: ServerConnection, limit: int) -> None:
+        self.metrics.errors.labels(ErrorKind.REFUSED.value).inc()
+        calls = f"{limit} call{'' if limit == 1 else 's'}"
+        message = f"The server is full ({calls} at once); please try again later."
+        with contextlib.suppress(ConnectionClosed):
+            await websocket.send(json.dumps(error_event("busy", message)))
+            await websocket.close(CloseCode.TRY_AGAIN_LATER, "busy")
+
+
+async def serve_until_stopped(config: CadenceConfig, on_ready: Callable[[str], None]) -> None:
+    """Run the server until SIGINT or SIGTERM; ``on_ready`` gets its URL once it listens."""
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for signum in (signal.SIGINT, signal.SIGTERM):
+        loop.add_signal_handler(signum, stop.set)
+    try:
+        async with CadenceServer(config) as server:
+            on_ready(server.url)
+            await stop.wait()
+    finally:
+        for signum in (signal.SIGINT, signal.SIGTERM):
+            loop.remove_signal_handler(signum)
