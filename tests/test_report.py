@@ -317,7 +317,7 @@ def test_withdrawn_commits_and_premature_replies_are_counted_apart(tmp_path: Pat
     assert summary.turns == 3
     assert summary.withdrawn == 1
     assert summary.premature == 1
-    assert summary.stages_ms["stt"].count == 2  # the withdrawn turn's spans are left out
+    assert summary.stages_ms["stt"].count == 1  # withdrawn and premature turns are left out
     assert summary.stages_ms["stt"].max == 100.0
     assert summary.wer == 0.0
     assert "withdrawn when the caller went on: 1" in (tmp_path / "report.md").read_text()

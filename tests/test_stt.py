@@ -110,7 +110,7 @@ async def test_the_speculative_decode_is_used_when_the_silence_holds() -> None:
 
 async def test_the_speculative_decode_is_discarded_when_speech_resumes() -> None:
     clip = next(c for c in clips() if c.id == "sb_spk2_snt4")
-    frames = await stream(with_silence(with_pause(clip.audio(), 120), 1000, 1000))
+    frames = await stream(with_silence(with_pause(clip.audio(), 170), 1000, 1000))
     discarded = [f for f in frames if isinstance(f, SpeculationDiscardedFrame)]
     assert [(d.kind, d.reason) for d in discarded] == [("stt_decode", "speech resumed")]
     finals = [f for f in frames if isinstance(f, FinalTranscriptFrame)]

@@ -158,7 +158,7 @@ async def test_silence_and_white_noise_make_no_turn() -> None:
 
 async def test_a_mid_utterance_pause_is_a_pause_not_an_endpoint() -> None:
     audio = next(c for c in clips() if c.id == "sb_spk2_snt4").audio()  # no pause of its own
-    events = await vad_events(with_silence(with_pause(audio, 120), 1000, 1000), VadConfig())
+    events = await vad_events(with_silence(with_pause(audio, 170), 1000, 1000), VadConfig())
     kinds = [type(f) for f in events]
     assert SpeechResumedFrame in kinds
     assert kinds.count(EndpointFrame) == 1

@@ -115,14 +115,22 @@ async def run_turn(
     finally:
         await session.cancel("bench turn over")
     reply = " ".join(t.text for t in session.history if t.speaker == "agent")
-    for trace in traces.turns:
+    # The clip is one utterance; if the engine split it into turns, the words of all of them
+    # are what it heard of the clip: the last turn carries them, with the reference.
+    heard = " ".join(
+        str(t.annotations.get("transcript", ""))
+        for t in traces.turns
+        if t.annotations.get("withdrawn") is not True
+    )
+    for number, trace in enumerate(traces.turns, start=1):
+        if number == len(traces.turns):
+            trace.annotations |= {"reference": clip.text, "transcript": heard}
         vad_end = trace.events.get(AnchorEvent.USER_SPEECH_END)
         trace.events[AnchorEvent.USER_SPEECH_END] = true_end
         heard_at = trace.events.get(AnchorEvent.AUDIO_OUT_FIRST)
         trace.annotations |= {
             "variant": variant.name,
             "clip_id": clip.id,
-            "reference": clip.text,
             "reply": reply,
             "concurrency": concurrency,
             "vad_speech_end_ms": vad_end,

@@ -107,8 +107,10 @@ class VadConfig(_Section):
     """Analysis frame length."""
     onset_ms: int = Field(60, ge=0)
     """Voiced audio needed before `speech_start` (filters clicks)."""
-    pause_ms: int = Field(60, ge=0)
-    """Unvoiced audio needed before `pause_start` (where the speculative decode begins)."""
+    pause_ms: int = Field(100, ge=0)
+    """Unvoiced audio needed before `pause_start` (where the speculative decode begins). On the
+    test clips 60 ms started 88 decodes of which 35 were thrown away when speech resumed;
+    100 ms, 69 and 16, and the transcript is still ready before a 200 ms endpoint."""
     endpoint_silence_ms: int = Field(200, ge=0)
     """Silence after the last voiced frame before the turn is declared over."""
     max_utterance_ms: int = Field(30_000, ge=1000)

@@ -51,9 +51,15 @@ def summarize(
 
 
 def summarize_variant(all_turns: Sequence[TurnTrace], budget: BudgetConfig) -> VariantSummary:
-    # A withdrawn turn was a false start of the turn that follows it: its partial transcript
-    # and its cut-short spans would only blur the figures of the turns that were answered.
-    turns = [turn for turn in all_turns if turn.annotations.get("withdrawn") is not True]
+    # A withdrawn turn was a false start of the turn that follows it, and a premature reply
+    # was heard while the caller was still speaking (its voice-to-voice is negative): both
+    # are counted on their own, and left out of the latencies of the turns answered in time.
+    turns = [
+        turn
+        for turn in all_turns
+        if turn.annotations.get("withdrawn") is not True
+        and turn.annotations.get("premature") is not True
+    ]
     voice_to_voice = _samples(turns, VOICE_TO_VOICE.name)
     endpoint_delays = _samples(turns, "endpoint")
     transcribed = _transcribed(turns)
@@ -79,8 +85,8 @@ def summarize_variant(all_turns: Sequence[TurnTrace], budget: BudgetConfig) -> V
         ),
         endpoints_before_speech_end=sum(v < 0 for v in endpoint_delays),
         interrupted=sum(AnchorEvent.INTERRUPTED in turn.events for turn in turns),
-        withdrawn=len(all_turns) - len(turns),
-        premature=sum(turn.annotations.get("premature") is True for turn in turns),
+        withdrawn=sum(turn.annotations.get("withdrawn") is True for turn in all_turns),
+        premature=sum(turn.annotations.get("premature") is True for turn in all_turns),
         vad_end_error_ms=latency_stats(_vad_end_errors(turns)),
         wer=(
             word_error_rate([r for r, _ in transcribed], [t for _, t in transcribed])

@@ -79,7 +79,8 @@ def _stage_table(s: ReportSummary) -> str:
         f"{s.llm_over_ceiling} turns. Endpoint before the end of speech (the caller cut off): "
         f"{s.endpoints_before_speech_end} turns. Barge-ins: {s.interrupted} turns. "
         f"Replies heard before the caller finished: {s.premature} turns. Turns committed too "
-        f"early and withdrawn when the caller went on: {s.withdrawn} (left out of the figures)."
+        f"early and withdrawn when the caller went on: {s.withdrawn}. (Both are left out of "
+        "the latencies and the WER.)"
     ]
     if s.vad_end_error_ms.count:
         error = s.vad_end_error_ms

@@ -70,7 +70,9 @@ class VariantSummary(_Model):
         "any of the reply was heard; counted in `turns`, left out of every other figure",
     )
     premature: int = Field(
-        ge=0, description="turns whose reply was heard before the caller's true end of speech"
+        ge=0,
+        description="turns whose reply was heard before the caller's true end of speech; "
+        "counted in `turns`, left out of the latencies and WER",
     )
     vad_end_error_ms: LatencyStats = Field(
         description="the VAD's end of speech (`vad_speech_end_ms`) − `user_speech_end`"

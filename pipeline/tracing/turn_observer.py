@@ -49,6 +49,7 @@ class TurnTraceObserver:
         self._committed: int | None = None
         self._committed_speech_start: float | None = None
         self._discarded: list[SpeculationDiscardedFrame] = []
+        self._discard_ids: set[int] = set()
         """Thrown-away work, written into the next committed turn (the one it was for)."""
 
     def on_frame(self, source: str, frame: Frame) -> None:
@@ -80,7 +81,9 @@ class TurnTraceObserver:
                 self._tracer.annotate("heard", frame.spoken_text)
                 self._close()
                 self._speech_start_ms = frame.at_ms
-            case SpeculationDiscardedFrame():
+            case SpeculationDiscardedFrame() if frame.frame_id not in self._discard_ids:
+                # Every later stage hands the frame on; it is one piece of work.
+                self._discard_ids.add(frame.frame_id)
                 self._discarded.append(frame)
             case _:
                 pass
