@@ -48,7 +48,8 @@ class ServerMetrics:
         self.sessions = Gauge("cadence_sessions", "Visitors connected now.", registry=self.registry)
         self.turns = Counter(
             "cadence_turns",
-            "Finished turns by outcome: answered, interrupted (barge-in) or withdrawn.",
+            "Finished turns by outcome: answered, interrupted (barge-in), withdrawn (the "
+            "caller went on), unanswered (the call ended before the reply was heard).",
             ["outcome"],
             registry=self.registry,
         )
@@ -66,12 +67,13 @@ class ServerMetrics:
 
     def write(self, turn: TurnTrace) -> None:
         """Record a finished turn (the trace-sink side: every session writes here)."""
+        if AnchorEvent.ENDPOINT not in turn.events:
+            return  # only work thrown away, for a turn that never came
         if turn.annotations.get("withdrawn"):
             # Committed too early and taken back: its latencies mean nothing.
             self.turns.labels("withdrawn").inc()
             return
-        outcome = "interrupted" if AnchorEvent.INTERRUPTED in turn.events else "answered"
-        self.turns.labels(outcome).inc()
+        self.turns.labels(_outcome(turn)).inc()
         for latency in ALL_LATENCIES:
             value = turn.latencies_ms[latency.name]
             if value is not None:
@@ -79,3 +81,9 @@ class ServerMetrics:
 
     def close(self) -> None:
         """A session's tracer closing: the metrics outlive every session, nothing to do."""
+
+
+def _outcome(turn: TurnTrace) -> str:
+    if AnchorEvent.INTERRUPTED in turn.events:
+        return "interrupted"
+    return "answered" if AnchorEvent.AUDIO_OUT_FIRST in turn.events else "unanswered"
