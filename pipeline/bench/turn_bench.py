@@ -1,8 +1,9 @@
 """``cadence bench``: voice-to-voice turns on real speech, the way a caller feels them.
 
 Each manifest clip is one user turn in a session of its own: 1 s of silence, the clip, then
-silence until the reply has been heard (at least ``TAIL_MS``), all streamed in 20 ms frames at
-real-time pace. ``concurrency`` sessions run side by side. The true end of speech comes from
+silence until the reply is being heard (at least ``TAIL_MS``), all streamed in 20 ms frames at
+real-time pace; then the call ends — the rest of the reply would add nothing to the
+figures. ``concurrency`` sessions run side by side. The true end of speech comes from
 the clip's energy envelope, so ``user_speech_end`` in every trace is ground truth; the VAD's
 own estimate is kept beside it (``vad_speech_end_ms``).
 
@@ -21,7 +22,7 @@ from pipeline.bench.manifest import ManifestClip
 from pipeline.caller import SimulatedCaller
 from pipeline.clock import MonotonicClock
 from pipeline.config import CadenceConfig, LlmConfig, TracingConfig
-from pipeline.frames import EndOfReplyFrame, FinalTranscriptFrame, Frame
+from pipeline.frames import AudioOutFrame, FinalTranscriptFrame, Frame
 from pipeline.recording_sink import RecordingSink
 from pipeline.session import SAMPLE_RATE, VoiceSession
 from pipeline.tracing import AnchorEvent, LatencyTracer, TurnTrace
@@ -73,16 +74,16 @@ class _TraceList:
 
 
 class _TurnWatch:
-    """Observer: replies heard to their end, and whether a transcript came from speculation
-    (misses are the discarded decodes, traced as such)."""
+    """Observer: whether a reply is being heard, and whether a transcript came from
+    speculation (misses are the discarded decodes, traced as such)."""
 
     def __init__(self) -> None:
-        self.replies_heard = 0
+        self.reply_heard = False
         self.speculative_hit: bool | None = None
 
     def on_frame(self, source: str, frame: Frame) -> None:
-        if source == "playout" and isinstance(frame, EndOfReplyFrame):
-            self.replies_heard += 1
+        if source == "playout" and isinstance(frame, AudioOutFrame):
+            self.reply_heard = True
         elif source == "stt" and isinstance(frame, FinalTranscriptFrame) and frame.speculative:
             self.speculative_hit = True  # the answer came from the speculative decode
 
@@ -108,13 +109,12 @@ async def run_turn(
         await caller.say(audio)
         await caller.pause(TAIL_MS)
         waited = TAIL_MS
-        while watch.replies_heard == 0 and waited < MAX_REPLY_WAIT_MS:
+        while not watch.reply_heard and waited < MAX_REPLY_WAIT_MS:
             await caller.pause(100)
             waited += 100
-        await session.close()
     finally:
-        await session.cancel("bench turn over")
-    reply = " ".join(t.text for t in session.history if t.speaker == "agent")
+        await session.cancel("bench turn measured")
+    reply = " ".join(t.text for t in session.history if t.speaker == "agent")  # may be cut
     # The clip is one utterance; if the engine split it into turns, the words of all of them
     # are what it heard of the clip: the last turn carries them, with the reference.
     heard = " ".join(
