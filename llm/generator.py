@@ -86,7 +86,7 @@ class TurnGenerator:
             stats = ReplyStats()
             self.last_stats = stats
             pieces = self._decoder.decode(prompt, stats)
-            while (piece := await asyncio.to_thread(next, pieces, None)) is not None:
+            while (piece := await _next_in_thread(pieces)) is not None:
                 yield piece
 
     async def reply(self, history: Sequence[Turn]) -> str:
@@ -140,3 +140,15 @@ def create_generator(config: LlmConfig, clock: Clock | None = None) -> TurnGener
     if config.backend == "dllm":
         return DiffusionTurnGenerator(loaded, options, clock)
     return AutoregressiveTurnGenerator(loaded, options, clock)
+
+
+async def _next_in_thread(pieces: Iterator[ReplyPiece]) -> ReplyPiece | None:
+    """The next piece, computed in a worker thread. If the caller is cancelled (a barge-in),
+    the step in flight still finishes before the cancellation goes on: the lock must not be
+    released while a thread is still writing the KV cache that the next reply will use."""
+    step = asyncio.ensure_future(asyncio.to_thread(next, pieces, None))
+    try:
+        return await asyncio.shield(step)
+    except asyncio.CancelledError:
+        await asyncio.gather(step, return_exceptions=True)
+        raise

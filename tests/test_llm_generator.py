@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import asyncio
+import time
+from collections.abc import Iterator
 
 import llm_tiny
 import pytest
@@ -11,6 +13,8 @@ from llm import (
     AutoregressiveTurnGenerator,
     DiffusionTurnGenerator,
     GeneratorOptions,
+    ReplyPiece,
+    ReplyStats,
     Turn,
     TurnGenerator,
     create_generator,
@@ -91,3 +95,35 @@ def test_a_checkpoint_that_does_not_fit_the_backend_is_refused() -> None:
         pytest.skip("shipped checkpoints not trained yet")
     with pytest.raises(Exception, match=r"models\.llm\.checkpoint"):
         create_generator(LlmConfig(backend="dllm", checkpoint="embedded:ar"))
+
+
+async def test_a_cancelled_stream_finishes_its_step_before_the_next_reply_starts() -> None:
+    """Barge-in cancels a reply while a decode step runs in a thread; the next reply must not
+    touch the shared KV cache until that step is done."""
+    generator = _generators()[0]
+    decode = generator._decoder.decode
+    log: list[str] = []
+
+    def slow_decode(prompt: list[int], stats: ReplyStats | None = None) -> Iterator[ReplyPiece]:
+        for piece in decode(prompt, stats):
+            log.append("step starts")
+            time.sleep(0.05)  # a decode step long enough to be cancelled in the middle
+            log.append("step ends")
+            yield piece
+
+    generator._decoder.decode = slow_decode  # type: ignore[method-assign]
+
+    async def first_reply() -> None:
+        async for _ in generator.stream(HISTORY):
+            pass
+
+    task = asyncio.create_task(first_reply())
+    for _ in range(5000):  # until a step is in its thread
+        if log and log[-1] == "step starts":
+            break
+        await asyncio.sleep(0.001)
+    task.cancel()
+    await asyncio.gather(task, return_exceptions=True)
+    assert log[-1] == "step ends"  # the cancelled step ran to its end before the lock was freed
+    generator._decoder.decode = decode  # type: ignore[method-assign]
+    assert await generator.reply(HISTORY) == await _generators()[0].reply(HISTORY)
