@@ -27,7 +27,6 @@ async def test_the_track_sends_20_ms_frames_of_what_it_was_given_then_silence() 
     await track.send(
         AudioOutFrame(pcm=ramp(1440), sample_rate=48000, timestamp_ms=0.0, turn_index=0)
     )
-    assert track.buffered_ms == pytest.approx(30.0)
     frames = [await track.recv() for _ in range(3)]
     assert [f.pts for f in frames] == [0, 960, 1920]
     assert all(f.samples == 960 and f.sample_rate == 48000 for f in frames)
@@ -51,7 +50,6 @@ async def test_clear_drops_what_is_waiting() -> None:
     track = PacedAudioTrack(16000)
     track.play(ramp(16000))
     await track.clear()
-    assert track.buffered_ms == 0
     assert not (await track.recv()).to_ndarray().any()
     track.stop()
 

@@ -45,11 +45,6 @@ class PacedAudioTrack(MediaStreamTrack):
         self._pts = 0
         self._start: float | None = None
 
-    @property
-    def buffered_ms(self) -> float:
-        """Audio waiting to be sent."""
-        return 1000.0 * len(self._pending) / _BYTES_PER_SAMPLE / self.sample_rate
-
     def play(self, pcm: Pcm16) -> None:
         """Queue ``pcm`` (at the track's rate) behind what is already waiting."""
         self._pending += pcm.astype(np.int16, copy=False).tobytes()
