@@ -53,9 +53,7 @@ def test_bench_with_ablations_writes_a_report_that_cadence_report_reproduces(
 
     rebuilt = cadence("report", str(out / "traces.jsonl"), "--out", str(tmp_path / "rebuilt"))
     assert rebuilt.returncode == 0, rebuilt.stderr
-    assert (tmp_path / "rebuilt" / "summary.json").read_text() == (
-        out / "summary.json"
-    ).read_text()
+    assert (tmp_path / "rebuilt" / "summary.json").read_text() == (out / "summary.json").read_text()
 
 
 def test_an_unknown_ablation_is_refused(tmp_path: Path) -> None:

@@ -137,3 +137,11 @@ def test_a_missing_model_fails_fast_and_names_the_key(tmp_path: object) -> None:
     with pytest.raises(ModelUnavailableError, match="no such embedded model"):
         load_transcriber(WhisperOptions(model="embedded:large"))
     assert time.perf_counter() - started < 15
+
+
+def test_a_noise_blip_is_no_words() -> None:
+    """A click where silence meets a line's noise floor must not become "you you you"."""
+    rng = np.random.default_rng(1)
+    blip = rng.normal(0, 800, 1600).astype(np.int16)  # 100 ms of hiss
+    audio = np.concatenate([np.zeros(8000, np.int16), blip, np.zeros(4000, np.int16)])
+    assert transcriber().transcribe_blocking(audio).text == ""

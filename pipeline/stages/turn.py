@@ -87,12 +87,12 @@ class TurnStage(Stage):
         match frame:
             case SpeechStartFrame():
                 await self.push(frame)
-                await self._on_speech(frame.at_ms)
+                await self._on_speech(frame.at_ms, new_utterance=True)
                 if self._reply is None:
                     self.spawn(self._generator.prefill(self.history), name="prefill")
             case SpeechResumedFrame():
                 await self.push(frame)
-                await self._on_speech(frame.at_ms)
+                await self._on_speech(frame.at_ms, new_utterance=False)
             case EndpointFrame():
                 self._speech_end_ms = frame.speech_end_ms
                 await self.push(frame)
@@ -119,8 +119,10 @@ class TurnStage(Stage):
         else:
             await self._commit()
 
-    async def _on_speech(self, at_ms: float) -> None:
-        """The caller is speaking: continue their turn, or barge in on the reply."""
+    async def _on_speech(self, at_ms: float, *, new_utterance: bool) -> None:
+        """The caller is speaking: continue their turn, or barge in on the reply. Speech that
+        resumes within an utterance will be in that utterance's final transcript; a new
+        utterance will not, so the words the reply answered are kept to be joined to it."""
         self._cancel_hold()
         reply = self._reply
         if reply is None:
@@ -133,7 +135,8 @@ class TurnStage(Stage):
             return
         # Nothing of the reply was heard: the caller was not done. Drop it, keep their words.
         await self._drop(reply, reason="caller went on")
-        self._pending_user_text = reply.user_text
+        if new_utterance:
+            self._pending_user_text = reply.user_text
         if reply.committed:  # the user turn is open again
             del self.history[-2 if reply.done else -1 :]
             await self.push(TurnWithdrawnFrame(turn_index=reply.turn_index))

@@ -36,6 +36,12 @@ each next window by the timestamps it predicted: without them it loses words at 
 FRAMES_PER_SECOND = 100
 """Mel frames per second of audio (hop of 10 ms)."""
 
+NO_SPEECH_PROBABILITY = 0.6
+UNSURE_LOGPROB = -1.0
+"""A decode is taken as no speech when whisper says so (above ``NO_SPEECH_PROBABILITY``) and
+is unsure of its words (mean log-probability below ``UNSURE_LOGPROB``): faster-whisper's own
+rule for its long-form decode, applied to the short window too."""
+
 SHORT_WINDOW_MARGIN_S = 1.0
 """An utterance uses the short window only if this much silence still fits after it."""
 
@@ -107,8 +113,14 @@ class Transcriber:
             # ~3 tokens per second of speech; the cap stops a rare loop on the padding.
             max_length=int(20 + 8 * seconds),
             suppress_blank=True,
-        )
-        return str(self._tokenizer.decode(result[0].sequences_ids[0])).strip()
+            return_scores=True,
+            return_no_speech_prob=True,
+        )[0]
+        tokens = result.sequences_ids[0]
+        mean_logprob = result.scores[0] / (len(tokens) + 1)
+        if result.no_speech_prob > NO_SPEECH_PROBABILITY and mean_logprob < UNSURE_LOGPROB:
+            return ""  # a click or a breath, not words: whisper would make some up
+        return str(self._tokenizer.decode(tokens)).strip()
 
     def _decode_long(self, pcm: Pcm16) -> str:
         segments, _ = self._model.transcribe(
