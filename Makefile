@@ -23,7 +23,7 @@ chromium:
 		echo "Installing Chromium (apt-get, needs root) for the browser tests"; \
 		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium; }
 
-demo: $(STAMP) chromium
+demo: $(STAMP)
 	$(BIN)/cadence serve
 
 lint: $(STAMP)
