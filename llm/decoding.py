@@ -11,7 +11,7 @@ from llm.tokenizer import SpecialIds
 
 @dataclass(frozen=True)
 class DecodingOptions:
-    confidence_threshold: float = 0.9
+    confidence_threshold: float = 0.7
     """τ: a denoising step commits every masked position at least this confident."""
     first_emit_budget_ms: float = 150.0
     """Deadline of the first block, from the start of the reply."""
