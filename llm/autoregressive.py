@@ -8,39 +8,16 @@ from collections.abc import Iterator
 import torch
 
 from llm.attention_masks import step_mask
-from llm.conversation_cache import ConversationCache
-from llm.decoding import DecodingOptions, ReplyStats, never_in_reply
-from llm.dialogue_format import DialogueFormat
+from llm.cached_decoder import CachedDecoder
+from llm.decoding import ReplyStats
 from llm.emission import ReplyPiece, WordEmitter
-from llm.model import Transformer
-from pipeline.clock import Clock
 
 
-class AutoregressiveDecoder:
-    def __init__(
-        self,
-        model: Transformer,
-        fmt: DialogueFormat,
-        options: DecodingOptions,
-        clock: Clock,
-    ) -> None:
-        if model.config.attention != "causal":
-            raise ValueError("the autoregressive decoder needs a causal model")
-        self.model = model
-        self.format = fmt
-        self.options = options
-        self.clock = clock
-        self.cache = ConversationCache(model)
-        special = fmt.tokenizer.special
-        self._ends = (special.end_of_turn, special.pad)
-        self._never = never_in_reply(special)
+class AutoregressiveDecoder(CachedDecoder):
+    attention = "causal"
 
-    @torch.inference_mode()
-    def prefill(self, context: list[int]) -> None:
-        """Cache ``context`` (whole turns) ahead of the reply, e.g. while the user speaks."""
-        pending = self.cache.reuse(context)
-        if pending:
-            self._forward(pending)
+    def _prefill(self, tokens: list[int]) -> None:
+        self._forward(tokens)
 
     @torch.inference_mode()
     def decode(self, prompt: list[int], stats: ReplyStats | None = None) -> Iterator[ReplyPiece]:

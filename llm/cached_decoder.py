@@ -1,0 +1,49 @@
+"""``CachedDecoder``: what the diffusion decoder and the AR baseline share — the model and its
+dialogue format, the decoding options, the session clock and the conversation's KV cache —
+so that the two differ only in how they produce a reply."""
+
+from __future__ import annotations
+
+from typing import ClassVar
+
+import torch
+
+from llm.conversation_cache import ConversationCache
+from llm.decoding import DecodingOptions, never_in_reply
+from llm.dialogue_format import DialogueFormat
+from llm.model import AttentionMode, Transformer
+from pipeline.clock import Clock
+
+
+class CachedDecoder:
+    attention: ClassVar[AttentionMode]
+    """The attention mode the decoder's model must have been trained with."""
+
+    def __init__(
+        self,
+        model: Transformer,
+        fmt: DialogueFormat,
+        options: DecodingOptions,
+        clock: Clock,
+    ) -> None:
+        if model.config.attention != self.attention:
+            raise ValueError(f"{type(self).__name__} needs a {self.attention} model")
+        self.model = model
+        self.format = fmt
+        self.options = options
+        self.clock = clock
+        self.cache = ConversationCache(model)
+        special = fmt.tokenizer.special
+        self._ends = (special.end_of_turn, special.pad)
+        self._never = never_in_reply(special)
+
+    @torch.inference_mode()
+    def prefill(self, context: list[int]) -> None:
+        """Cache ``context`` (whole turns) ahead of the reply, e.g. while the user speaks."""
+        pending = self.cache.reuse(context)
+        if pending:
+            self._prefill(pending)
+
+    def _prefill(self, tokens: list[int]) -> None:
+        """Run ``tokens`` (clean context) through the model into the cache."""
+        raise NotImplementedError
