@@ -7,6 +7,7 @@ from collections import defaultdict
 
 import numpy as np
 import pytest
+from collector import Collector
 from models import transcriber
 from speech_data import clips, with_pause, with_silence
 
@@ -21,7 +22,6 @@ from pipeline.frames import (
     SpeculationDiscardedFrame,
 )
 from pipeline.pipeline import Pipeline
-from pipeline.stage import Stage
 from pipeline.stages import STTStage, VADStage
 from voice.model_errors import ModelUnavailableError
 from voice.stt import load_transcriber, normalize_transcript, word_error_rate
@@ -68,20 +68,11 @@ def test_a_sixty_second_monologue_is_transcribed_whole() -> None:
     assert normalize_transcript(text).endswith("come quickly")  # the last clip is not lost
 
 
-class Collect(Stage):
-    def __init__(self) -> None:
-        super().__init__(name="collect")
-        self.frames: list[Frame] = []
-
-    async def process(self, frame: Frame) -> None:
-        self.frames.append(frame)
-
-
 async def stream(
     pcm: np.ndarray, partials_ms: int | None = None, real_time: bool = False
 ) -> list[Frame]:
     """Stream 20 ms frames through VAD → STT, as fast as possible or at the pace of speech."""
-    collect = Collect()
+    collect = Collector()
     stt = STTStage(transcriber(), clock=MonotonicClock(), partials_interval_ms=partials_ms)
     pipeline = Pipeline([VADStage(VadConfig()), stt, collect])
     await pipeline.start()

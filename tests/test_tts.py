@@ -7,6 +7,7 @@ import time
 
 import numpy as np
 import pytest
+from collector import Collector
 from models import synthesizer, transcriber
 
 from pipeline.frames import (
@@ -62,15 +63,6 @@ def test_a_boundary_waits_for_the_next_word() -> None:
     assert splitter.feed("5 dollars. ") == ["It costs 3.5 dollars."]
 
 
-class Collect(Stage):
-    def __init__(self) -> None:
-        super().__init__(name="collect")
-        self.frames: list[tuple[float, Frame]] = []
-
-    async def process(self, frame: Frame) -> None:
-        self.frames.append((time.perf_counter(), frame))
-
-
 class Feeder(Stage):
     """Upstream of TTS; can interrupt it like the turn engine does on barge-in."""
 
@@ -88,7 +80,7 @@ async def test_tts_to_stt_round_trip_recovers_the_words() -> None:
         "I have moved your flight to Tuesday morning, and your seat is by the window.",
         "The total comes to forty two dollars.",
     ]
-    collect = Collect()
+    collect = Collector()
     pipeline = Pipeline([TTSStage(synthesizer(), output_sample_rate=16000), collect])
     await pipeline.start()
     for turn, sentence in enumerate(sentences):
@@ -98,9 +90,7 @@ async def test_tts_to_stt_round_trip_recovers_the_words() -> None:
     hypotheses = []
     for turn in range(len(sentences)):
         audio = [
-            f.pcm
-            for _, f in collect.frames
-            if isinstance(f, AudioOutFrame) and f.turn_index == turn
+            f.pcm for _, f in collect.timed if isinstance(f, AudioOutFrame) and f.turn_index == turn
         ]
         hypotheses.append(transcriber().transcribe_blocking(np.concatenate(audio)).text)
     wer = word_error_rate(sentences, hypotheses)
@@ -109,13 +99,13 @@ async def test_tts_to_stt_round_trip_recovers_the_words() -> None:
 
 
 async def test_reply_audio_is_framed_at_the_output_rate_and_accounted_for() -> None:
-    collect = Collect()
+    collect = Collector()
     pipeline = Pipeline([TTSStage(synthesizer(), output_sample_rate=8000), collect])
     await pipeline.start()
     for frame in reply("Hello, thanks for calling. How can I help?"):
         await pipeline.queue(frame)
     await pipeline.end(timeout_s=60)
-    frames = [f for _, f in collect.frames]
+    frames = collect.frames
     audio = [f for f in frames if isinstance(f, AudioOutFrame)]
     assert {(f.sample_rate, len(f.pcm)) for f in audio} == {(8000, 160)}
     assert [f.timestamp_ms for f in audio] == [20.0 * i for i in range(len(audio))]
@@ -128,44 +118,44 @@ async def test_reply_audio_is_framed_at_the_output_rate_and_accounted_for() -> N
 
 
 async def test_the_first_phrase_is_heard_before_the_reply_is_finished() -> None:
-    collect = Collect()
+    collect = Collector()
     pipeline = Pipeline([TTSStage(synthesizer(), output_sample_rate=16000), collect])
     await pipeline.start()
     await pipeline.queue(TextPieceFrame(text="Sure, ", at_ms=0, turn_index=0))
     await pipeline.queue(TextPieceFrame(text="let me check", at_ms=0, turn_index=0))
     for _ in range(200):
-        if collect.frames:
+        if collect.timed:
             break
         await asyncio.sleep(0.01)
-    assert collect.frames, "no audio for a complete first phrase while the reply continues"
+    assert collect.timed, "no audio for a complete first phrase while the reply continues"
     await pipeline.queue(EndOfReplyFrame(turn_index=0))
     await pipeline.end(timeout_s=30)
 
 
 async def test_an_interrupt_stops_synthesis_promptly() -> None:
-    feeder, collect = Feeder(name="feeder"), Collect()
+    feeder, collect = Feeder(name="feeder"), Collector()
     pipeline = Pipeline([feeder, TTSStage(synthesizer(), output_sample_rate=16000), collect])
     await pipeline.start()
     long_reply = " ".join(f"This is sentence number {i} of a very long answer." for i in range(30))
     for frame in reply(long_reply):
         await pipeline.queue(frame)
     for _ in range(1000):  # until the first audio
-        if collect.frames:
+        if collect.timed:
             break
         await asyncio.sleep(0.005)
     await feeder.interrupt("caller barged in")
     cut = time.perf_counter()
     await asyncio.sleep(0.5)
-    late = [f for t, f in collect.frames if t > cut]
+    late = [f for t, f in collect.timed if t > cut]
     assert late == []
     # The synthesis thread is free again within a phrase: a new reply starts quickly.
     started = time.perf_counter()
     for frame in reply("Yes?", turn=1):
         await pipeline.queue(frame)
     await pipeline.end(timeout_s=30)
-    first = next(t for t, f in collect.frames if isinstance(f, AudioOutFrame) and f.turn_index == 1)
+    first = next(t for t, f in collect.timed if isinstance(f, AudioOutFrame) and f.turn_index == 1)
     assert first - started < 1.0
-    produced = sum(len(f.pcm) for _, f in collect.frames if isinstance(f, AudioOutFrame)) / 16000
+    produced = sum(len(f.pcm) for _, f in collect.timed if isinstance(f, AudioOutFrame)) / 16000
     assert produced < 10  # far less than the 30 sentences
 
 

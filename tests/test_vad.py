@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from collector import Collector
 from speech_data import clips, speech_bounds_ms, with_pause, with_silence
 
 from pipeline.config import VadConfig
@@ -16,7 +17,6 @@ from pipeline.frames import (
     SpeechStartFrame,
 )
 from pipeline.pipeline import Pipeline, StageFailedError
-from pipeline.stage import Stage
 from pipeline.stages import VADStage
 from voice.vad import Endpointer, VadEventKind
 
@@ -93,17 +93,8 @@ def test_pause_longer_than_endpoint_is_refused() -> None:
                    max_utterance_ms=1000)  # fmt: skip
 
 
-class Collect(Stage):
-    def __init__(self) -> None:
-        super().__init__(name="collect")
-        self.frames: list[Frame] = []
-
-    async def process(self, frame: Frame) -> None:
-        self.frames.append(frame)
-
-
 async def vad_events(pcm: np.ndarray, config: VadConfig, chunk: int = 320) -> list[Frame]:
-    collect = Collect()
+    collect = Collector()
     pipeline = Pipeline([VADStage(config), collect])
     await pipeline.start()
     for i in range(0, len(pcm), chunk):
@@ -165,7 +156,7 @@ async def test_a_mid_utterance_pause_is_a_pause_not_an_endpoint() -> None:
 
 
 async def test_audio_at_the_wrong_rate_ends_the_session_with_the_reason() -> None:
-    pipeline = Pipeline([VADStage(VadConfig()), Collect()])
+    pipeline = Pipeline([VADStage(VadConfig()), Collector()])
     await pipeline.start()
     await pipeline.queue(
         AudioInFrame(pcm=np.zeros(960, np.int16), sample_rate=48000, timestamp_ms=0)
