@@ -237,6 +237,23 @@ class ReplySynthesizedFrame(ControlFrame):
 
 
 @dataclass(frozen=True, kw_only=True, eq=False)
+class DtmfFrame(ControlFrame):
+    """The caller pressed a key (telephony DTMF). It travels with the audio so that it is seen
+    in order with what was said; no stage acts on it, the application does."""
+
+    digit: str
+    at_ms: float
+
+
+@dataclass(frozen=True, kw_only=True, eq=False)
+class StopReplyFrame(ControlFrame):
+    """The application asks the agent to stop speaking now: the reply is cut as by a barge-in,
+    and the history keeps the words heard."""
+
+    at_ms: float
+
+
+@dataclass(frozen=True, kw_only=True, eq=False)
 class EndFrame(ControlFrame):
     """End of stream: each stage finishes what it holds, passes this on, then stops."""
 

@@ -1,32 +1,38 @@
 """``VoiceSession``: one conversation — the pipeline VAD → STT → turn → TTS → playout, its
-history and its latency trace. Transports create one per call and feed it audio; the
-reply audio comes out of the ``AudioSink`` they hand in.
+history, its events and its latency trace.
 
-This is the Python API a telephony team embeds::
+Transports and embedding programs open one per call (through :class:`pipeline.agent.Agent`,
+which shares the models between sessions) and feed it the caller's audio; the reply audio
+comes out of the ``AudioSink`` they hand in, or, without one, as events::
 
-    session = VoiceSession(config, sink, session_id="call-42", output_sample_rate=8000)
-    await session.start()
-    await session.feed(pcm, sample_rate=8000)   # as audio arrives, any rate
-    ...
-    await session.close()                       # every task finished, the trace written
+    session = await agent.open_session(output_sample_rate=8000)
+    async with session:                          # closed (every task finished) on exit
+        await session.feed(pcm, sample_rate=8000)    # as audio arrives, any rate
+        async for event in session.events:       # transcripts, reply audio, barge-ins, …
+            ...
 """
 
 from __future__ import annotations
 
 import logging
+import re
 from collections.abc import Iterable
+from types import TracebackType
+
+import numpy as np
 
 from llm import Turn, TurnGenerator, create_generator
 from pipeline.clock import Clock, MonotonicClock
 from pipeline.config import CadenceConfig
-from pipeline.frames import AudioInFrame
+from pipeline.events import EventAudioSink, SessionEvents
+from pipeline.frames import AudioInFrame, DtmfFrame, StopReplyFrame
 from pipeline.models import load_stt, load_tts
 from pipeline.pipeline import FrameObserver, Pipeline
 from pipeline.playback_ledger import PlaybackLedger
 from pipeline.stages import STTStage, TTSStage, VADStage
 from pipeline.stages.playout import AudioSink, PlayoutStage
 from pipeline.stages.turn import TurnStage
-from pipeline.tracing import LatencyTracer, session_tracer
+from pipeline.tracing import TraceSink, session_tracer
 from pipeline.tracing.turn_observer import TurnTraceObserver
 from voice.audio import Pcm16, StreamResampler
 
@@ -39,23 +45,35 @@ RESYNC_MS = 200.0
 """Audio timestamps run on from the first chunk; if arrivals drift this far from the clock
 (a stalled connection), they are re-anchored to the clock."""
 
+MAX_INPUT_RATE = 192_000
+"""Caller audio above this rate is not audio from a microphone or a phone line."""
+
+DTMF_DIGITS = re.compile(r"[0-9*#A-D]")
+
 
 class VoiceSession:
     def __init__(
         self,
         config: CadenceConfig,
-        sink: AudioSink,
+        sink: AudioSink | None = None,
         *,
         session_id: str,
         output_sample_rate: int,
         clock: Clock | None = None,
         generator: TurnGenerator | None = None,
-        tracer: LatencyTracer | None = None,
+        trace_sinks: Iterable[TraceSink] = (),
         observers: Iterable[FrameObserver] = (),
     ) -> None:
+        """``sink`` plays the reply audio; without one it comes as ``ReplyAudioEvent``s.
+        ``trace_sinks`` get each finished turn trace besides the log ``config.tracing``
+        names; ``observers`` see every frame."""
         self.session_id = session_id
         self.clock = clock or MonotonicClock()
-        self.tracer = tracer or session_tracer(config.tracing, session_id, self.clock)
+        self.events = SessionEvents(session_id)
+        """The session's events, to be read by one reader (``async for``) until it ends."""
+        self.tracer = session_tracer(
+            config.tracing, session_id, self.clock, extra_sinks=[self.events, *trace_sinks]
+        )
         self.ledger = PlaybackLedger()
         self._trace_observer = TurnTraceObserver(self.tracer, self.clock)
         self._turn = TurnStage(
@@ -80,10 +98,12 @@ class VoiceSession:
                     output_sample_rate=output_sample_rate,
                     first_phrase_max_words=config.models.tts.first_phrase_max_words,
                 ),
-                PlayoutStage(sink, clock=self.clock, ledger=self.ledger),
+                PlayoutStage(
+                    sink or EventAudioSink(self.events), clock=self.clock, ledger=self.ledger
+                ),
             ],
             name=session_id,
-            observers=[self._trace_observer, *observers],
+            observers=[self._trace_observer, self.events, *observers],
         )
         self._resampler: StreamResampler | None = None
         self._audio_end_ms: float | None = None
@@ -97,6 +117,10 @@ class VoiceSession:
 
     async def feed(self, pcm: Pcm16, sample_rate: int) -> None:
         """The caller's next chunk of audio, just received (mono PCM16, any rate)."""
+        if not 0 < sample_rate <= MAX_INPUT_RATE:
+            raise ValueError(f"sample rate must be 1–{MAX_INPUT_RATE} Hz, got {sample_rate}")
+        if pcm.dtype != np.int16 or pcm.ndim != 1:
+            raise ValueError(f"audio must be 1-D int16 PCM, got {pcm.ndim}-D {pcm.dtype}")
         if self._resampler is None or self._resampler.in_rate != sample_rate:
             self._resampler = StreamResampler(sample_rate, SAMPLE_RATE)
         audio = self._resampler.process(pcm)
@@ -112,6 +136,17 @@ class VoiceSession:
             AudioInFrame(pcm=audio, sample_rate=SAMPLE_RATE, timestamp_ms=start)
         )
 
+    async def dtmf(self, digit: str) -> None:
+        """The caller pressed a key; it comes back as a ``DtmfEvent`` in order with the audio."""
+        if not DTMF_DIGITS.fullmatch(digit):
+            raise ValueError(f"a DTMF digit is one of 0-9 * # A-D, got {digit!r}")
+        await self.pipeline.queue(DtmfFrame(digit=digit, at_ms=self.clock.now_ms()))
+
+    async def interrupt(self) -> None:
+        """Stop the agent's reply now, as if the caller had barged in: the rest of it is not
+        played, and the history keeps the words heard (a ``BargeInEvent`` says which)."""
+        await self.pipeline.queue(StopReplyFrame(at_ms=self.clock.now_ms()))
+
     async def close(self, timeout_s: float | None = 30.0) -> None:
         """Let queued audio and the reply in progress finish, then stop and write the trace."""
         try:
@@ -125,3 +160,18 @@ class VoiceSession:
         await self.pipeline.cancel(reason)
         self._trace_observer.close()
         self.tracer.close()
+        self.events.end()
+
+    async def __aenter__(self) -> VoiceSession:
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        traceback: TracebackType | None,
+    ) -> None:
+        if exc is None:
+            await self.close()
+        else:
+            await self.cancel(f"ended by {exc_type.__name__ if exc_type else 'an error'}")

@@ -15,7 +15,7 @@ from pipeline.config import CadenceConfig, TracingConfig
 from pipeline.frames import Frame, SpeechStartFrame
 from pipeline.recording_sink import RecordingSink
 from pipeline.session import VoiceSession
-from pipeline.tracing import AnchorEvent, LatencyTracer, TurnTrace
+from pipeline.tracing import AnchorEvent, TurnTrace
 
 A = AnchorEvent
 
@@ -63,7 +63,7 @@ async def call() -> AsyncIterator[Call]:
         session_id="test",
         output_sample_rate=16000,
         clock=clock,
-        tracer=LatencyTracer("test", clock, [traces]),
+        trace_sinks=[traces],
         observers=[starts],
     )
     await session.start()

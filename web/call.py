@@ -22,14 +22,12 @@ from typing import Any
 from websockets.asyncio.server import ServerConnection
 from websockets.exceptions import ConnectionClosed
 
-from llm import create_generator
-from pipeline.clock import MonotonicClock
-from pipeline.config import CadenceConfig
+from pipeline.agent import Agent
 from pipeline.pipeline import PipelineClosedError, StageFailedError
 from pipeline.session import VoiceSession
-from pipeline.tracing import STAGE_LATENCIES, session_tracer
+from pipeline.tracing import STAGE_LATENCIES
 from voice.audio import Pcm16
-from web.events import Event, PageEvents
+from web.events import Event, page_event
 from web.metrics import ErrorKind, ServerMetrics
 from web.signaling import CloseCode, Hangup, Offer, SignalingError, parse_client_message
 from web.transports.webrtc import OUTPUT_SAMPLE_RATE, WebRTCTransport
@@ -62,18 +60,19 @@ class BrowserCall:
     def __init__(
         self,
         websocket: ServerConnection,
-        config: CadenceConfig,
+        agent: Agent,
         *,
         call_id: str,
         metrics: ServerMetrics,
     ) -> None:
         self.call_id = call_id
         self._ws = websocket
-        self._config = config
+        self._agent = agent
         self._metrics = metrics
         self._outbox: asyncio.Queue[Event | _Close] = asyncio.Queue()
         self._closing = False
         self._tasks: list[asyncio.Task[None]] = []
+        self._forwarder: asyncio.Task[None] | None = None
         self.session: VoiceSession | None = None
         self.transport: WebRTCTransport | None = None
 
@@ -95,7 +94,7 @@ class BrowserCall:
                 {
                     "type": "hello",
                     "session_id": self.call_id,
-                    "budget": self._config.budget.model_dump(),
+                    "budget": self._agent.config.budget.model_dump(),
                     "stages": [latency.name for latency in STAGE_LATENCIES],
                 }
             )
@@ -134,28 +133,17 @@ class BrowserCall:
                     )
 
     async def _connect(self, offer: Offer) -> None:
-        clock = MonotonicClock()
-        page = PageEvents(self._post)
-        # Loading the generator's checkpoint takes a while: not on the event loop, where other
-        # calls' audio is being paced.
-        generator = await asyncio.to_thread(create_generator, self._config.models.llm, clock)
         transport = WebRTCTransport(
             name=self.call_id, on_audio=self._feed, on_lost=self._connection_lost
         )
         self.transport = transport
-        self.session = VoiceSession(
-            self._config,
-            transport.output,
+        self.session = await self._agent.open_session(
             session_id=self.call_id,
             output_sample_rate=OUTPUT_SAMPLE_RATE,
-            clock=clock,
-            generator=generator,
-            tracer=session_tracer(
-                self._config.tracing, self.call_id, clock, extra_sinks=[page, self._metrics]
-            ),
-            observers=[page],
+            sink=transport.output,
+            trace_sinks=[self._metrics],
         )
-        await self.session.start()
+        self._forwarder = self._spawn(self._forward_events(self.session), "page-events")
         self._spawn(self._watch_session(self.session), "watch")
         try:
             answer = await transport.answer(offer.sdp)
@@ -172,6 +160,11 @@ class BrowserCall:
         # A failed session refuses audio; _watch_session is ending the call.
         with contextlib.suppress(PipelineClosedError):
             await self.session.feed(pcm, sample_rate)
+
+    async def _forward_events(self, session: VoiceSession) -> None:
+        async for event in session.events:
+            if (page := page_event(event)) is not None:
+                self._post(page)
 
     async def _watch_session(self, session: VoiceSession) -> None:
         try:
@@ -227,6 +220,8 @@ class BrowserCall:
             await self.transport.close()
         if self.session is not None:
             await self.session.cancel("call ended")
+        if self._forwarder is not None:  # the session's last events, its last trace among them
+            await asyncio.wait([self._forwarder], timeout=CLOSE_TIMEOUT_S)
         self._close(CloseCode.NORMAL, "call ended")
         await asyncio.wait([writer], timeout=CLOSE_TIMEOUT_S)
         for task in self._tasks:

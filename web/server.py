@@ -23,9 +23,8 @@ from websockets.asyncio.server import Server, ServerConnection, serve
 from websockets.exceptions import ConnectionClosed
 from websockets.http11 import Request, Response
 
-from llm import create_generator
+from pipeline.agent import Agent
 from pipeline.config import CadenceConfig
-from pipeline.models import load_stt, load_tts
 from web.call import CLOSE_TIMEOUT_S, BrowserCall, error_event
 from web.metrics import ErrorKind, ServerMetrics
 from web.routes import Routes
@@ -39,6 +38,7 @@ SIGNALING_PATH = "/ws"
 class CadenceServer:
     def __init__(self, config: CadenceConfig) -> None:
         self.config = config
+        self.agent = Agent(config)
         self.metrics = ServerMetrics()
         self.calls: dict[str, BrowserCall] = {}
         """The calls in progress, by id."""
@@ -49,7 +49,7 @@ class CadenceServer:
 
     async def start(self) -> None:
         """Load the models, then open the port."""
-        await asyncio.to_thread(self._load_models)
+        await self.agent.load()
         settings = self.config.server
         self._server = await serve(
             self._handle,
@@ -93,12 +93,6 @@ class CadenceServer:
     ) -> None:
         await self.close()
 
-    def _load_models(self) -> None:
-        models = self.config.models
-        load_stt(models.stt)
-        load_tts(models.tts)
-        create_generator(models.llm)  # each call loads its own; this checks the checkpoint
-
     def _health(self) -> dict[str, object]:
         return {
             "status": "ok",
@@ -115,7 +109,7 @@ class CadenceServer:
             await self._refuse(websocket, limit)
             return
         call_id = f"web-{uuid.uuid4().hex[:8]}"
-        call = BrowserCall(websocket, self.config, call_id=call_id, metrics=self.metrics)
+        call = BrowserCall(websocket, self.agent, call_id=call_id, metrics=self.metrics)
         self.calls[call_id] = call
         self.metrics.sessions.set(len(self.calls))
         logger.info("%s: connected (%d of %d sessions)", call_id, len(self.calls), limit)

@@ -25,7 +25,7 @@ from pipeline.config import CadenceConfig, LlmConfig, TracingConfig
 from pipeline.frames import AudioOutFrame, FinalTranscriptFrame, Frame
 from pipeline.recording_sink import RecordingSink
 from pipeline.session import SAMPLE_RATE, VoiceSession
-from pipeline.tracing import AnchorEvent, LatencyTracer, TurnTrace
+from pipeline.tracing import AnchorEvent, TurnTrace
 from voice.audio.speech_bounds import speech_bounds_ms
 from voice.audio.wavfile import read_audio
 
@@ -99,7 +99,7 @@ async def run_turn(
     config = variant.config.model_copy(update={"tracing": TracingConfig(jsonl_path=None)})
     session = VoiceSession(
         config, RecordingSink(clock), session_id=session_id, output_sample_rate=SAMPLE_RATE,
-        clock=clock, tracer=LatencyTracer(session_id, clock, [traces]), observers=[watch],
+        clock=clock, trace_sinks=[traces], observers=[watch],
     )  # fmt: skip
     await session.start()
     try:

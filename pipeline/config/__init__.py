@@ -13,6 +13,7 @@ from pipeline.config.models import (
     TracingConfig,
     TtsConfig,
     TurnConfig,
+    UnknownOverlayError,
     VadConfig,
 )
 from pipeline.config.render import render_config, render_defaults
@@ -30,6 +31,7 @@ __all__ = [
     "TracingConfig",
     "TtsConfig",
     "TurnConfig",
+    "UnknownOverlayError",
     "VadConfig",
     "load_config",
     "render_config",

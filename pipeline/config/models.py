@@ -7,9 +7,9 @@ package (``embedded:`` names) and nothing touches the network.
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 
 class _Section(BaseModel):
@@ -178,8 +178,25 @@ class ServerConfig(_Section):
 class TelephonyConfig(_Section):
     twilio_path: str = "/twilio"
     """Websocket path of the Twilio Media Streams endpoint."""
-    audiosocket_port: int | None = Field(9092, ge=1, le=65535)
-    """TCP port of the Asterisk AudioSocket endpoint; null disables it."""
+    audiosocket: str | None = None
+    """`HOST:PORT` on which to accept Asterisk AudioSocket connections (`cadence serve
+    --audiosocket`); null = off, as it has no authentication of its own: bind it where only
+    the Asterisk server can reach it."""
+
+    @model_validator(mode="after")
+    def _check_audiosocket(self) -> TelephonyConfig:
+        if self.audiosocket is not None:
+            audiosocket_address(self.audiosocket)
+        return self
+
+
+def audiosocket_address(text: str) -> tuple[str, int]:
+    """``HOST:PORT`` (``[::1]:9092`` for IPv6) as a host and a port; ``ValueError`` if not."""
+    host, sep, port = text.rpartition(":")
+    host = host.removeprefix("[").removesuffix("]")
+    if not sep or not host or not port.isdigit() or not 1 <= int(port) <= 65535:
+        raise ValueError(f"expected HOST:PORT (e.g. 127.0.0.1:9092), got {text!r}")
+    return host, int(port)
 
 
 class TracingConfig(_Section):
@@ -206,3 +223,60 @@ class CadenceConfig(_Section):
     """Telephony endpoints."""
     tracing: TracingConfig = TracingConfig()
     """Latency traces."""
+    overlays: dict[str, dict[str, Any]] = {}
+    """Named variations a session can be opened with — a persona: another voice, other
+    turn-taking, another checkpoint. Each is merged key by key over the sections `models`,
+    `vad`, `turn` and `budget`, e.g. `{brisk: {turn: {hold_incomplete_ms: 250}}}`. A Twilio
+    stream selects one with its `customParameters` key `overlay`."""
+
+    @model_validator(mode="after")
+    def _check_overlays(self) -> CadenceConfig:
+        problems = []
+        for name in self.overlays:  # a bad overlay fails the configuration, not a call
+            try:
+                self.with_overlay(name)
+            except ValueError as exc:
+                problems.append(str(exc))
+        if problems:
+            raise ValueError("; ".join(problems))
+        return self
+
+    def with_overlay(self, name: str) -> CadenceConfig:
+        """This configuration with the overlay ``name`` applied (and no overlays of its own)."""
+        if name not in self.overlays:
+            known = ", ".join(sorted(self.overlays)) or "none are configured"
+            raise UnknownOverlayError(f"no overlay named {name!r} ({known})")
+        changes = self.overlays[name]
+        outside = sorted(set(changes) - set(OVERLAY_SECTIONS))
+        if outside:
+            raise ValueError(
+                f"overlay {name!r}: only {', '.join(OVERLAY_SECTIONS)} can be overlaid, "
+                f"not {', '.join(outside)}"
+            )
+        merged = _merged(self.model_dump(exclude={"overlays"}), changes)
+        try:
+            return CadenceConfig.model_validate(merged)
+        except ValidationError as exc:
+            problems = "; ".join(
+                f"{'.'.join(map(str, error['loc']))}: {error['msg']}" for error in exc.errors()
+            )
+            raise ValueError(f"overlay {name!r}: {problems}") from None
+
+
+OVERLAY_SECTIONS = ("models", "vad", "turn", "budget")
+"""What an overlay may change: how a call sounds and behaves, never where the server listens
+or writes."""
+
+
+class UnknownOverlayError(ValueError):
+    """A session asked for an overlay the configuration does not define."""
+
+
+def _merged(base: dict[str, Any], changes: dict[str, Any]) -> dict[str, Any]:
+    merged = dict(base)
+    for key, value in changes.items():
+        if isinstance(value, dict) and isinstance(merged.get(key), dict):
+            merged[key] = _merged(merged[key], value)
+        else:
+            merged[key] = value
+    return merged

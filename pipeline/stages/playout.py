@@ -4,12 +4,15 @@ speech, and only once its turn is committed.
 Audio generated preemptively (before the endpoint) waits here until ``TurnCommittedFrame``
 says the caller's turn is really over; an interrupt drops it unheard. Frames go to the sink no
 more than ``lead_ms`` ahead of real time, so a barge-in can still stop the audio the caller
-is about to hear: what was handed over is, within that lead, what was played.
+is about to hear: what was handed over is, within that lead, what was played — and that is
+what the playback ledger records — unless the sink is a ``PlaybackConfirmingSink``, whose far
+end reports what was really played (Twilio echoes a mark once the audio before it was
+played): then the sink writes ``played`` and ``finish`` into the ledger itself.
 """
 
 from __future__ import annotations
 
-from typing import Protocol
+from typing import Protocol, runtime_checkable
 
 from pipeline.clock import Clock
 from pipeline.frames import (
@@ -37,6 +40,17 @@ class AudioSink(Protocol):
         ...
 
 
+@runtime_checkable
+class PlaybackConfirmingSink(AudioSink, Protocol):
+    """A sink that learns from its far end which audio was played, and records that in the
+    ledger itself (``attach``). It is told where each reply ends, to know when the last of it
+    was heard."""
+
+    def attach(self, ledger: PlaybackLedger) -> None: ...
+
+    async def end_of_reply(self, turn_index: int) -> None: ...
+
+
 class PlayoutStage(Stage):
     def __init__(
         self,
@@ -49,6 +63,9 @@ class PlayoutStage(Stage):
     ) -> None:
         super().__init__(name=name)
         self._sink = sink
+        self._confirming = sink if isinstance(sink, PlaybackConfirmingSink) else None
+        if self._confirming is not None:
+            self._confirming.attach(ledger)
         self._clock = clock
         self._ledger = ledger
         self._lead_ms = lead_ms
@@ -84,9 +101,12 @@ class PlayoutStage(Stage):
                 await self._clock.sleep_until(self._play_until_ms - self._lead_ms)
                 await self._sink.send(frame)
                 self._play_until_ms += frame.duration_ms
-                self._ledger.played(frame.turn_index, frame.duration_ms)
+                if self._confirming is None:
+                    self._ledger.played(frame.turn_index, frame.duration_ms)
             case ReplyPhraseFrame():
                 self._ledger.phrase(frame.turn_index, frame.text, frame.start_ms, frame.end_ms)
+            case EndOfReplyFrame() if self._confirming is not None:
+                await self._confirming.end_of_reply(frame.turn_index)
             case EndOfReplyFrame():
                 self._ledger.finish(frame.turn_index)
         await self.push(frame)

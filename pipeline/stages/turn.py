@@ -35,6 +35,7 @@ from pipeline.frames import (
     SpeculativeTranscriptFrame,
     SpeechResumedFrame,
     SpeechStartFrame,
+    StopReplyFrame,
     TextPieceFrame,
     TurnCommittedFrame,
     TurnWithdrawnFrame,
@@ -103,6 +104,9 @@ class TurnStage(Stage):
             case FinalTranscriptFrame():
                 await self.push(frame)
                 await self._on_final(frame)
+            case StopReplyFrame():
+                await self.push(frame)
+                await self._stop_reply(frame.at_ms)
             case _:
                 await self.push(frame)
 
@@ -140,6 +144,17 @@ class TurnStage(Stage):
         if reply.committed:  # the user turn is open again
             del self.history[-2 if reply.done else -1 :]
             await self.push(TurnWithdrawnFrame(turn_index=reply.turn_index))
+
+    async def _stop_reply(self, at_ms: float) -> None:
+        """The application stops the agent: a reply being heard is cut as by a barge-in. One
+        not committed yet is not being heard, so there is nothing to stop."""
+        reply = self._reply
+        if reply is None or not reply.committed:
+            return
+        if self._ledger.finished(reply.turn_index):
+            self._reply = None
+            return
+        await self._barge_in(reply, at_ms)
 
     async def _barge_in(self, reply: _Reply, at_ms: float) -> None:
         self._reply = None

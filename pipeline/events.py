@@ -1,0 +1,229 @@
+"""What an application hears from a session: typed events, in the order things happened.
+
+A session's frames are internal; these events are its public face — the browser page, the
+telephony endpoints and any embedding program read the same stream
+(:meth:`pipeline.session.VoiceSession.events`). ``SessionEvents`` is both a frame observer
+and a trace sink of the session. Observers must not block the pipeline, so events go into a
+bounded queue; a reader that falls more than ``MAX_QUEUED_EVENTS`` behind loses the newest
+ones, with a warning in the log, rather than growing the process without limit.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import AsyncIterator
+from dataclasses import dataclass
+from typing import Literal
+
+from pipeline.frames import (
+    AudioOutFrame,
+    BargeInFrame,
+    DtmfFrame,
+    EndOfReplyFrame,
+    EndpointFrame,
+    FinalTranscriptFrame,
+    Frame,
+    PartialTranscriptFrame,
+    PauseStartFrame,
+    SpeechResumedFrame,
+    SpeechStartFrame,
+    TextPieceFrame,
+    TurnCommittedFrame,
+    TurnWithdrawnFrame,
+)
+from pipeline.tracing import TurnTrace
+from voice.audio import Pcm16
+
+logger = logging.getLogger(__name__)
+
+MAX_QUEUED_EVENTS = 3000
+"""Events waiting for a reader: a minute of reply audio at 50 frames a second."""
+
+
+@dataclass(frozen=True)
+class VoiceActivityEvent:
+    """The caller started or resumed speaking (``speech``), paused (``pause``), or the engine
+    decided their utterance is over (``endpoint``)."""
+
+    state: Literal["speech", "pause", "endpoint"]
+    at_ms: float
+
+
+@dataclass(frozen=True)
+class TranscriptEvent:
+    """What the caller said: a live caption (``final=False``) or the utterance's transcript."""
+
+    text: str
+    final: bool
+
+
+@dataclass(frozen=True)
+class AgentTextEvent:
+    """A piece of the reply of ``turn``, as the generator hands it to speech synthesis."""
+
+    turn: int
+    text: str
+
+
+@dataclass(frozen=True)
+class TurnCommittedEvent:
+    """The caller's turn is over; the reply of ``turn`` (to ``user_text``) is being heard."""
+
+    turn: int
+    user_text: str
+
+
+@dataclass(frozen=True)
+class TurnWithdrawnEvent:
+    """The caller went on before any of the reply of ``turn`` was heard; it was dropped."""
+
+    turn: int
+
+
+@dataclass(frozen=True)
+class BargeInEvent:
+    """The reply of ``turn`` was cut (the caller spoke over it, or the application stopped it)
+    after the words ``heard``, which is what the history keeps."""
+
+    turn: int
+    heard: str
+
+
+@dataclass(frozen=True)
+class ReplyPlayedEvent:
+    """All of the reply of ``turn`` went out to the transport."""
+
+    turn: int
+
+
+@dataclass(frozen=True)
+class DtmfEvent:
+    """The caller pressed ``digit`` (0–9, ``*``, ``#``, A–D)."""
+
+    digit: str
+    at_ms: float
+
+
+@dataclass(frozen=True)
+class TraceEvent:
+    """A finished turn's latency trace."""
+
+    trace: TurnTrace
+
+
+@dataclass(frozen=True)
+class ReplyAudioEvent:
+    """Reply audio to play now (sessions opened without an audio sink of their own); 20 ms of
+    mono PCM16, paced in real time."""
+
+    turn: int
+    pcm: Pcm16
+    sample_rate: int
+
+
+@dataclass(frozen=True)
+class ClearAudioEvent:
+    """Drop any reply audio still buffered for playing: the reply was cut."""
+
+
+SessionEvent = (
+    VoiceActivityEvent
+    | TranscriptEvent
+    | AgentTextEvent
+    | TurnCommittedEvent
+    | TurnWithdrawnEvent
+    | BargeInEvent
+    | ReplyPlayedEvent
+    | DtmfEvent
+    | TraceEvent
+    | ReplyAudioEvent
+    | ClearAudioEvent
+)
+
+
+def frame_event(source: str, frame: Frame) -> SessionEvent | None:
+    """The event for ``frame`` handed on by stage ``source``, if it is one the world sees.
+    Each frame is seen as every stage hands it on; ``source`` picks the stage where it is news."""
+    match frame:
+        case SpeechStartFrame() | SpeechResumedFrame() if source == "vad":
+            return VoiceActivityEvent("speech", frame.at_ms)
+        case PauseStartFrame() if source == "vad":
+            return VoiceActivityEvent("pause", frame.at_ms)
+        case EndpointFrame() if source == "vad":
+            return VoiceActivityEvent("endpoint", frame.at_ms)
+        case PartialTranscriptFrame() if source == "stt":
+            return TranscriptEvent(frame.text, final=False)
+        case FinalTranscriptFrame() if source == "stt":
+            return TranscriptEvent(frame.text, final=True)
+        case DtmfFrame() if source == "vad":
+            return DtmfEvent(frame.digit, frame.at_ms)
+        case TextPieceFrame() if source == "turn":
+            return AgentTextEvent(frame.turn_index, frame.text)
+        case TurnCommittedFrame() if source == "turn":
+            return TurnCommittedEvent(frame.turn_index, frame.user_text)
+        case TurnWithdrawnFrame() if source == "turn":
+            return TurnWithdrawnEvent(frame.turn_index)
+        case BargeInFrame() if source == "turn":
+            return BargeInEvent(frame.turn_index, frame.spoken_text)
+        case EndOfReplyFrame() if source == "playout":
+            return ReplyPlayedEvent(frame.turn_index)
+        case _:
+            return None
+
+
+class SessionEvents:
+    """The event stream of one session: fed by its frames, traces and (without a sink of
+    the application's) reply audio; read once, by one reader, until the session ends."""
+
+    def __init__(self, session_id: str) -> None:
+        self._session_id = session_id
+        self._queue: asyncio.Queue[SessionEvent | None] = asyncio.Queue()
+        self._ended = False
+        self._warned = False
+
+    def post(self, event: SessionEvent) -> None:
+        if self._ended:
+            return
+        if self._queue.qsize() >= MAX_QUEUED_EVENTS:
+            if not self._warned:
+                logger.warning("%s: events are not being read; dropping new ones", self._session_id)
+                self._warned = True
+            return
+        self._queue.put_nowait(event)
+
+    def end(self) -> None:
+        """The session is over: the reader gets what is queued, then the stream stops."""
+        if not self._ended:
+            self._ended = True
+            self._queue.put_nowait(None)
+
+    async def __aiter__(self) -> AsyncIterator[SessionEvent]:
+        while (event := await self._queue.get()) is not None:
+            yield event
+
+    # --- as the session's frame observer and trace sink ---------------------------------------
+
+    def on_frame(self, source: str, frame: Frame) -> None:
+        event = frame_event(source, frame)
+        if event is not None:
+            self.post(event)
+
+    def write(self, turn: TurnTrace) -> None:
+        self.post(TraceEvent(turn))
+
+    def close(self) -> None:
+        """The tracer closing: the stream itself ends with the session (``end``)."""
+
+
+class EventAudioSink:
+    """Reply audio as events, for applications that play it themselves."""
+
+    def __init__(self, events: SessionEvents) -> None:
+        self._events = events
+
+    async def send(self, frame: AudioOutFrame) -> None:
+        self._events.post(ReplyAudioEvent(frame.turn_index, frame.pcm, frame.sample_rate))
+
+    async def clear(self) -> None:
+        self._events.post(ClearAudioEvent())
