@@ -29,6 +29,7 @@ from pipeline.frames import Frame
 from pipeline.stages import VADStage
 from voice.audio import resample
 from web import call as call_module
+from web.call import BrowserCall
 from web.server import SIGNALING_PATH, CadenceServer
 from web.signaling import MAX_MESSAGE_BYTES, CloseCode
 from web.transports import PacedAudioTrack
@@ -207,6 +208,7 @@ async def test_a_visitor_who_vanishes_mid_turn_leaves_nothing_behind(
             await pc.setRemoteDescription(RTCSessionDescription(answer["sdp"], "answer"))
             await next_event(websocket, "agent_text")  # the reply is under way
             [call] = server.calls.values()
+            assert isinstance(call, BrowserCall)
             tasks = call.tasks
             assert len(tasks) > 5, [t.get_name() for t in tasks]  # stages at work
             assert call.transport is not None

@@ -18,6 +18,7 @@ import signal
 import uuid
 from collections.abc import Callable
 from types import TracebackType
+from typing import Any, Protocol
 
 from websockets.asyncio.server import Server, ServerConnection, serve
 from websockets.exceptions import ConnectionClosed
@@ -25,6 +26,7 @@ from websockets.http11 import Request, Response
 
 from pipeline.agent import Agent
 from pipeline.config import CadenceConfig
+from pipeline.session import VoiceSession
 from web.call import CLOSE_TIMEOUT_S, BrowserCall, error_event
 from web.metrics import ErrorKind, ServerMetrics
 from web.routes import Routes
@@ -35,12 +37,29 @@ logger = logging.getLogger(__name__)
 SIGNALING_PATH = "/ws"
 
 
+class Call(Protocol):
+    """One caller connected over any transport, from connection to hang-up."""
+
+    call_id: str
+    session: VoiceSession | None
+    """The call's voice session, once it is open."""
+
+    @property
+    def tasks(self) -> list[asyncio.Task[Any]]:
+        """Every task of the call still running (none once ``run`` has returned)."""
+        ...
+
+    async def run(self) -> None:
+        """Serve the caller until the call ends; everything of it is released on return."""
+        ...
+
+
 class CadenceServer:
     def __init__(self, config: CadenceConfig) -> None:
         self.config = config
         self.agent = Agent(config)
         self.metrics = ServerMetrics()
-        self.calls: dict[str, BrowserCall] = {}
+        self.calls: dict[str, Call] = {}
         """The calls in progress, by id."""
         self._routes = Routes(
             signaling_path=SIGNALING_PATH, metrics=self.metrics, health=self._health
@@ -103,22 +122,37 @@ class CadenceServer:
     def _process_request(self, connection: ServerConnection, request: Request) -> Response | None:
         return self._routes.respond(request)
 
-    async def _handle(self, websocket: ServerConnection) -> None:
-        limit = self.config.server.max_sessions
-        if len(self.calls) >= limit:
-            await self._refuse(websocket, limit)
-            return
-        call_id = f"web-{uuid.uuid4().hex[:8]}"
-        call = BrowserCall(websocket, self.agent, call_id=call_id, metrics=self.metrics)
-        self.calls[call_id] = call
+    @property
+    def full(self) -> bool:
+        """Whether a newcomer must be refused: ``server.max_sessions`` calls are running."""
+        return len(self.calls) >= self.config.server.max_sessions
+
+    async def run_call(self, call: Call) -> None:
+        """Run ``call`` to its end, counted among the calls in progress while it runs. Every
+        transport's calls go through here, so the session limit covers them all."""
+        self.calls[call.call_id] = call
         self.metrics.sessions.set(len(self.calls))
-        logger.info("%s: connected (%d of %d sessions)", call_id, len(self.calls), limit)
+        logger.info(
+            "%s: connected (%d of %d sessions)",
+            call.call_id,
+            len(self.calls),
+            self.config.server.max_sessions,
+        )
         try:
             await call.run()
         finally:
-            del self.calls[call_id]
+            del self.calls[call.call_id]
             self.metrics.sessions.set(len(self.calls))
-            logger.info("%s: ended", call_id)
+            logger.info("%s: ended", call.call_id)
+
+    async def _handle(self, websocket: ServerConnection) -> None:
+        if self.full:
+            await self._refuse(websocket, self.config.server.max_sessions)
+            return
+        call_id = f"web-{uuid.uuid4().hex[:8]}"
+        await self.run_call(
+            BrowserCall(websocket, self.agent, call_id=call_id, metrics=self.metrics)
+        )
 
     async def _refuse(self, websocket: ServerConnection, limit: int) -> None:
         self.metrics.errors.labels(ErrorKind.REFUSED.value).inc()
