@@ -1,9 +1,30 @@
-"""Compute kernels behind one dispatcher: Triton on CUDA (later), a PyTorch reference elsewhere.
+"""Compute kernels behind one dispatcher: Triton on CUDA, a PyTorch reference elsewhere.
 
-Callers use :func:`attention` only; which implementation runs is decided by
+Callers use the functions exported here; which implementation runs is decided by
 :mod:`kernels.dispatch` from the tensors' device, so model code never branches on hardware.
+The kernels are the two that a block-diffusion decode step spends its launches on: attention
+of the current block over the cache (:func:`attention` with a :class:`CachedBlock`) and the
+commit decision (:func:`commit_decision`).
 """
 
-from kernels.dispatch import attention, attention_backend
+from kernels.commit_reference import CommitDecision
+from kernels.dispatch import (
+    Backend,
+    CachedBlock,
+    attention,
+    backend,
+    block_attention,
+    commit_decision,
+    use_backend,
+)
 
-__all__ = ["attention", "attention_backend"]
+__all__ = [
+    "Backend",
+    "CachedBlock",
+    "CommitDecision",
+    "attention",
+    "backend",
+    "block_attention",
+    "commit_decision",
+    "use_backend",
+]

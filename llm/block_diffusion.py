@@ -2,7 +2,8 @@
 
 A reply is produced one block at a time. A block starts fully masked (the first one holds the
 given ``<agent>`` token) and each denoising step is one forward over the block on top of the
-cache; :func:`llm.commit_rule.select_commits` decides what it commits. The forward of a
+cache; :func:`kernels.commit_decision` decides what it commits (the rule:
+:mod:`llm.commit_rule`). The forward of a
 block's first step also carries the previous block (or the new context), whose keys and values
 then enter the cache: a finished block costs no extra forward.
 Predictions are shifted (see :mod:`llm.objectives`): a block's first token comes from the last
@@ -11,13 +12,16 @@ position of the block before it.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from functools import partial
 
 import torch
 
+import kernels
+from kernels import CommitDecision
 from llm.attention_masks import step_mask
 from llm.cached_decoder import CachedDecoder
-from llm.commit_rule import deadline_threshold, select_commits
+from llm.commit_rule import deadline_threshold
 from llm.decoding import ReplyStats
 from llm.emission import ReplyPiece, WordEmitter
 
@@ -43,7 +47,7 @@ class BlockDiffusionDecoder(CachedDecoder):
         finished = False
         for index in range(blocks):
             block = [special.mask] * block_size
-            masked = torch.ones(block_size, dtype=torch.bool)
+            masked = torch.ones(block_size, dtype=torch.bool, device=self.device)
             if index == 0:
                 block[0] = special.agent
                 masked[0] = False
@@ -51,28 +55,16 @@ class BlockDiffusionDecoder(CachedDecoder):
                 self.options.first_emit_budget_ms if index == 0 else self.options.block_budget_ms
             )
             block_start = stats.start_ms if index == 0 else self.clock.now_ms()
-            first_logits: torch.Tensor | None = None
+            before: torch.Tensor | None = None
             steps = 0
             while bool(masked.any()):
-                logits = self._forward(pending, block, keep=len(pending))
-                if pending:
-                    first_logits = logits[len(pending) - 1]
+                threshold = partial(self._threshold, block_start, budget)
+                decision, before = self._step(pending, block, masked, before, threshold)
                 pending = []
-                # Output j-1 predicts position j; a block's position 0 from the block before
-                # (the first block's position 0 is the given <agent>, so any row will do).
-                before = logits[0] if first_logits is None else first_logits
-                shifted = torch.cat((before[None], logits[-block_size:-1]))
-                probabilities = shifted.index_fill(-1, self._never, float("-inf")).softmax(-1)
-                confidence, prediction = probabilities.max(-1)
-                threshold = deadline_threshold(
-                    self.options.confidence_threshold,
-                    self.clock.now_ms() - block_start,
-                    budget,
-                )
-                commit = select_commits(confidence, prediction, masked, threshold, self._ends)
-                for position in commit.nonzero().flatten().tolist():
-                    block[position] = int(prediction[position])
-                masked &= ~commit
+                predicted = decision.prediction.tolist()
+                for position in decision.commit.nonzero().flatten().tolist():
+                    block[position] = predicted[position]
+                masked &= ~decision.commit
                 steps += 1
                 offset = 1 if index == 0 else 0
                 text, finished = committed_prefix(
@@ -103,14 +95,50 @@ class BlockDiffusionDecoder(CachedDecoder):
         stats.text = emitter.text
         stats.end_ms = self.clock.now_ms()
 
+    def _threshold(self, block_start: float, budget: float) -> float:
+        """τ now, for a block that started at ``block_start`` with ``budget`` ms."""
+        return deadline_threshold(
+            self.options.confidence_threshold, self.clock.now_ms() - block_start, budget
+        )
+
+    def _step(
+        self,
+        pending: list[int],
+        block: list[int],
+        masked: torch.Tensor,
+        before: torch.Tensor | None,
+        threshold: Callable[[], float],
+    ) -> tuple[CommitDecision, torch.Tensor | None]:
+        """One denoising step: a forward of ``block`` on top of the cache (``pending`` goes
+        first and enters the cache) and the commit decision for the block's positions.
+        ``before`` is the logits row that predicts the block's position 0, once a forward has
+        carried the position before the block; the step returns it for the next one.
+        ``threshold`` gives τ once the forward is done (a late step commits more)."""
+        logits = self._forward(pending, block, keep=len(pending))
+        if pending:
+            before = logits[len(pending) - 1]
+        # Output j-1 predicts position j; a block's position 0 from the block before
+        # (the first block's position 0 is the given <agent>, so any row will do).
+        first = logits[0] if before is None else before
+        shifted = torch.cat((first[None], logits[-len(block) : -1]))
+        decision = kernels.commit_decision(
+            shifted[None], masked[None], threshold(), self._never, self._end_ids
+        )
+        return (
+            CommitDecision(decision.commit[0], decision.prediction[0], decision.confidence[0]),
+            before,
+        )
+
     def _forward(self, pending: list[int], block: list[int], keep: int) -> torch.Tensor:
         """Logits ``[len(pending) + len(block), vocab]``; ``pending`` enters the cache."""
         tokens = pending + block
         start = len(self.cache.ids)
-        ids = torch.tensor([tokens])
-        positions = torch.arange(start, start + len(tokens))[None]
+        ids = torch.tensor([tokens], device=self.device)
+        positions = torch.arange(start, start + len(tokens), device=self.device)[None]
         allowed = step_mask(start, len(tokens), "block_causal", self.model.config.block_size)
-        logits: torch.Tensor = self.model(ids, positions, allowed, self.cache.kv, keep)[0]
+        logits: torch.Tensor = self.model(
+            ids, positions, allowed.to(self.device), self.cache.kv, keep
+        )[0]
         self.cache.ids += pending[:keep]
         return logits
 

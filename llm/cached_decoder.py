@@ -33,9 +33,12 @@ class CachedDecoder:
         self.options = options
         self.clock = clock
         self.cache = ConversationCache(model)
+        self.device = model.embedding.weight.device
+        """Where the model's weights are; every tensor a decoder builds goes there."""
         special = fmt.tokenizer.special
         self._ends = (special.end_of_turn, special.pad)
-        self._never = never_in_reply(special)
+        self._end_ids = torch.tensor(self._ends, device=self.device)
+        self._never = never_in_reply(special).to(self.device)
 
     @torch.inference_mode()
     def prefill(self, context: list[int]) -> None:

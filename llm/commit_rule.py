@@ -3,7 +3,9 @@
 Confidence-ordered commits pick the easiest positions first, and the easiest are the end of
 turn and padding: committed early, they squeeze the sentence into the positions left of them.
 So an end-of-turn or padding prediction may be committed only when every position to its left
-is committed already.
+is committed already. The rule itself lives in :mod:`kernels.commit_reference`, fused with
+the softmax that precedes it (the decoder calls :func:`kernels.commit_decision`); here it is
+applied to top probabilities already computed.
 """
 
 from __future__ import annotations
@@ -11,6 +13,8 @@ from __future__ import annotations
 from collections.abc import Collection
 
 import torch
+
+from kernels import commit_reference
 
 
 def select_commits(
@@ -26,14 +30,8 @@ def select_commits(
     ``confidence`` and ``prediction`` are the top probability and its token per position;
     ``masked`` marks the positions still masked (at least one must be).
     """
-    masked_before = (masked.cumsum(0) - masked.long()) > 0
-    ends = torch.isin(prediction, torch.tensor(list(end_ids), dtype=prediction.dtype))
-    eligible = masked & ~(ends & masked_before)
-    commit = eligible & (confidence >= threshold)
-    if not bool(commit.any()):
-        best = torch.where(eligible, confidence, torch.full_like(confidence, -1.0)).argmax()
-        commit[best] = True
-    return commit
+    ends = torch.tensor(list(end_ids), dtype=prediction.dtype, device=prediction.device)
+    return commit_reference.select_commits(confidence, prediction, masked, threshold, ends)
 
 
 def deadline_threshold(threshold: float, elapsed_ms: float, budget_ms: float) -> float:

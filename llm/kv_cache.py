@@ -6,7 +6,18 @@ block sees can change once it is finished) or finished tokens (causal attention)
 
 from __future__ import annotations
 
+from typing import Protocol
+
 import torch
+
+
+class KeyValueStore(Protocol):
+    """What attention needs from a cache: :class:`KVCache`, or the fixed-shape buffers of a
+    captured decode step (:mod:`llm.graphed_decoder`)."""
+
+    def extend(
+        self, layer: int, keys: torch.Tensor, values: torch.Tensor, keep: int
+    ) -> tuple[torch.Tensor, torch.Tensor]: ...
 
 
 class KVCache:
@@ -32,6 +43,12 @@ class KVCache:
         self._keys[layer] = keys[:, :, : cached + keep]
         self._values[layer] = values[:, :, : cached + keep]
         return keys, values
+
+    def cached(self, layer: int) -> tuple[torch.Tensor, torch.Tensor] | None:
+        """The cached keys and values of ``layer`` (``[batch, heads, length, dim]``), or
+        ``None`` while nothing is cached."""
+        keys, values = self._keys[layer], self._values[layer]
+        return None if keys is None or values is None else (keys, values)
 
     def truncate(self, length: int) -> None:
         """Forget every position from ``length`` on."""

@@ -17,7 +17,8 @@ from torch import nn
 from torch.nn import functional
 
 import kernels
-from llm.kv_cache import KVCache
+from kernels import CachedBlock
+from llm.kv_cache import KeyValueStore, KVCache
 
 AttentionMode = Literal["causal", "block_causal"]
 
@@ -82,8 +83,8 @@ class Attention(nn.Module):
         self,
         x: torch.Tensor,
         positions: torch.Tensor,
-        allowed: torch.Tensor | None,
-        cache: KVCache | None,
+        allowed: torch.Tensor | CachedBlock | None,
+        cache: KeyValueStore | None,
         layer: int,
         keep: int,
     ) -> torch.Tensor:
@@ -124,8 +125,8 @@ class DecoderLayer(nn.Module):
         self,
         x: torch.Tensor,
         positions: torch.Tensor,
-        allowed: torch.Tensor | None,
-        cache: KVCache | None,
+        allowed: torch.Tensor | CachedBlock | None,
+        cache: KeyValueStore | None,
         layer: int,
         keep: int,
     ) -> torch.Tensor:
@@ -150,13 +151,14 @@ class Transformer(nn.Module):
         self,
         ids: torch.Tensor,
         positions: torch.Tensor,
-        allowed: torch.Tensor | None,
-        cache: KVCache | None = None,
+        allowed: torch.Tensor | CachedBlock | None,
+        cache: KeyValueStore | None = None,
         keep: int | None = None,
     ) -> torch.Tensor:
         """Logits ``[batch, tokens, vocab]``; the output at position *i* predicts token *i+1*.
 
-        ``allowed`` is ``[batch, 1, tokens, cached + tokens]`` (``True`` = may attend). With a
+        ``allowed`` is ``[batch, 1, tokens, cached + tokens]`` (``True`` = may attend), or a
+        :class:`kernels.CachedBlock` when the input is one block over a padded cache. With a
         ``cache``, the keys of earlier calls come first and the first ``keep`` input positions
         (all by default) are appended to it; the rest are seen by this call only.
         """

@@ -1,0 +1,173 @@
+"""The Triton kernels against their PyTorch references, run by Triton's interpreter on CPU
+tensors (``TRITON_INTERPRET=1``), and a whole reply decoded through them.
+
+Triton reads ``TRITON_INTERPRET`` when ``@triton.jit`` wraps a kernel, that is when
+``kernels.triton_*`` is imported: so it is set here, before those imports, and nothing else in
+the test process imports them (the dispatcher does so lazily, on CUDA or when forced).
+"""
+
+from __future__ import annotations
+
+import os
+
+os.environ["TRITON_INTERPRET"] = "1"
+
+import llm_tiny
+import pytest
+import torch
+
+pytest.importorskip("triton", reason="Triton is not installed (pip install -e '.[dev]')")
+
+import kernels
+from kernels.commit_reference import commit_reference
+from kernels.reference import block_attention_reference
+from kernels.triton_attention import block_attention_triton
+from kernels.triton_commit import VOCAB_CHUNK, commit_triton
+from llm.block_diffusion import BlockDiffusionDecoder
+from llm.decoding import DecodingOptions, ReplyStats
+from llm.dialogue import Turn
+from llm.graphed_decoder import GraphedBlockDiffusionDecoder
+from pipeline.clock import VirtualClock
+
+NEG_INF = float("-inf")
+
+
+def test_the_kernels_run_in_the_interpreter() -> None:
+    from triton.runtime.interpreter import InterpretedFunction  # type: ignore[import-untyped]
+
+    from kernels import triton_attention, triton_commit
+
+    assert isinstance(triton_commit._commit_kernel, InterpretedFunction)
+    assert isinstance(triton_attention._block_attention_kernel, InterpretedFunction)
+
+
+# --- block attention ---------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("heads", "kv_heads", "block", "dim", "slots", "lengths"),
+    [
+        (4, 4, 8, 16, 64, [64, 0, 37]),  # full, empty and ragged caches
+        (4, 2, 8, 16, 40, [33, 7]),  # GQA 2:1, slots not a multiple of the key chunk
+        (8, 1, 5, 12, 20, [20, 3]),  # GQA 8:1 (multi-query), odd block and head size
+        (2, 2, 3, 8, 0, [0, 0]),  # no cache at all: the block sees only itself
+    ],
+)
+def test_block_attention_matches_the_reference(
+    heads: int, kv_heads: int, block: int, dim: int, slots: int, lengths: list[int]
+) -> None:
+    torch.manual_seed(0)
+    batch = len(lengths)
+    q = torch.randn(batch, heads, block, dim)
+    k = torch.randn(batch, kv_heads, slots + block, dim)
+    v = torch.randn(batch, kv_heads, slots + block, dim)
+    for b, length in enumerate(lengths):  # padding slots hold what would dominate if seen
+        k[b, :, length:slots] = 1e4
+        v[b, :, length:slots] = 1e4
+    cache_lengths = torch.tensor(lengths)
+    expected = block_attention_reference(q, k, v, cache_lengths)
+    got = block_attention_triton(q, k, v, cache_lengths)
+    torch.testing.assert_close(got, expected, rtol=1e-5, atol=1e-5)
+
+
+def test_block_attention_reads_strided_views() -> None:
+    """The decode step passes views of bucket buffers, not contiguous tensors."""
+    torch.manual_seed(1)
+    buffer = torch.randn(1, 2, 40, 16)
+    k, v = buffer[:, :, :24], buffer.flip(2)[:, :, :24]
+    q = torch.randn(1, 4, 8, 16).transpose(1, 2).contiguous().transpose(1, 2)
+    lengths = torch.tensor([11])
+    torch.testing.assert_close(
+        block_attention_triton(q, k, v, lengths), block_attention_reference(q, k, v, lengths)
+    )
+
+
+def test_block_attention_refuses_heads_that_do_not_group() -> None:
+    q, k = torch.zeros(1, 3, 4, 8), torch.zeros(1, 2, 4, 8)
+    with pytest.raises(ValueError, match="3 query heads"):
+        block_attention_triton(q, k, k, torch.tensor([0]))
+
+
+# --- the commit step ---------------------------------------------------------------------
+
+
+def _commit_inputs(
+    batch: int, block: int, vocab: int, seed: int
+) -> tuple[torch.Tensor, torch.Tensor]:
+    generator = torch.Generator().manual_seed(seed)
+    logits = torch.randn(batch, block, vocab, generator=generator) * 4
+    masked = torch.rand(batch, block, generator=generator) > 0.3
+    masked[:, 0] = True  # every sequence has a masked position
+    return logits, masked
+
+
+@pytest.mark.parametrize("threshold", [0.0, 0.05, 0.3, 1.0])
+@pytest.mark.parametrize(
+    ("batch", "block", "vocab"),
+    [(2, 8, 400), (3, 5, VOCAB_CHUNK * 2 + 37), (1, 1, 7), (1, 16, VOCAB_CHUNK)],
+)
+def test_commit_matches_the_reference(batch: int, block: int, vocab: int, threshold: float) -> None:
+    logits, masked = _commit_inputs(batch, block, vocab, seed=vocab + block)
+    banned, ends = torch.tensor([1, 3, 4]), torch.tensor([2, 0])
+    on_device = torch.tensor([threshold])
+    expected = commit_reference(logits, masked, on_device, banned, ends)
+    got = commit_triton(logits, masked, on_device, banned, ends)
+    assert torch.equal(got.commit, expected.commit)
+    assert torch.equal(got.prediction, expected.prediction)
+    torch.testing.assert_close(got.confidence, expected.confidence)
+
+
+def test_commit_is_safe_on_lanes_that_see_only_minus_inf() -> None:
+    logits, masked = _commit_inputs(2, 8, VOCAB_CHUNK + 10, seed=3)
+    logits[0, 2] = NEG_INF  # a whole row
+    logits[1, :, :VOCAB_CHUNK] = NEG_INF  # a whole first chunk of every row
+    logits[1, 4] = NEG_INF
+    masked[:, 2] = masked[1, 4] = True
+    banned, ends = torch.tensor([VOCAB_CHUNK + 3]), torch.tensor([2])
+    got = commit_triton(logits, masked, torch.tensor([0.5]), banned, ends)
+    expected = commit_reference(logits, masked, torch.tensor([0.5]), banned, ends)
+    assert not got.confidence.isnan().any()
+    assert got.confidence[0, 2] == got.confidence[1, 4] == 0
+    assert not got.commit[0, 2]
+    assert not got.commit[1, 4]
+    assert torch.equal(got.commit, expected.commit)
+    assert torch.equal(got.prediction, expected.prediction)
+    torch.testing.assert_close(got.confidence, expected.confidence)
+
+
+def test_commit_holds_an_end_of_turn_until_its_left_is_committed() -> None:
+    logits = torch.full((1, 4, 10), -5.0)
+    logits[0, :, 2] = torch.tensor([0.0, 0.0, 9.0, 9.0])  # positions 2, 3 sure of <eot> (2)
+    logits[0, 0, 7] = logits[0, 1, 8] = 1.0  # positions 0, 1 unsure of words
+    masked = torch.ones(1, 4, dtype=torch.bool)
+    ends = torch.tensor([2])
+    got = commit_triton(logits, masked, torch.tensor([0.9]), torch.tensor([5]), ends)
+    assert got.commit.tolist() == [[True, False, False, False]]  # the most confident word
+    masked[0, :2] = False
+    got = commit_triton(logits, masked, torch.tensor([0.9]), torch.tensor([5]), ends)
+    assert got.commit.tolist() == [[False, False, True, False]]  # now <eot> may commit
+
+
+# --- a whole reply through the dispatcher ------------------------------------------------
+
+HISTORY = [
+    Turn("user", "I would like to book a table for two in San Jose."),
+    Turn("agent", "Sure, what time would you like the table?"),
+    Turn("user", "At seven in the evening, please."),
+]
+
+
+@pytest.mark.parametrize("threshold", [1.0, 0.3])
+def test_decoding_with_the_triton_kernels_commits_the_same_tokens(threshold: float) -> None:
+    prompt = llm_tiny.dialogue_format().prompt(HISTORY, history_turns=3, max_context_tokens=64)
+    options = DecodingOptions(confidence_threshold=threshold, max_reply_tokens=15)
+    model, fmt = llm_tiny.model("block_causal"), llm_tiny.dialogue_format()
+    expected = ReplyStats()
+    list(BlockDiffusionDecoder(model, fmt, options, VirtualClock()).decode(prompt, expected))
+    got = ReplyStats()
+    decoder = GraphedBlockDiffusionDecoder(model, fmt, options, VirtualClock(), capture=False)
+    with kernels.use_backend("triton"):
+        list(decoder.decode(prompt, got))
+    assert got.token_ids == expected.token_ids
+    assert got.steps_per_block == expected.steps_per_block
+    assert len(got.steps_per_block) > 1  # more than one block: the in-block steps ran
