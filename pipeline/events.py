@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
 from typing import Literal
 
@@ -140,6 +140,10 @@ SessionEvent = (
     | ReplyAudioEvent
     | ClearAudioEvent
 )
+
+EventHandler = Callable[[str, SessionEvent], None]
+"""Gets the events of many sessions, each with its session's id — a server's hook for an
+embedding program (route a DTMF menu choice, log transcripts). It must not block."""
 
 
 def frame_event(source: str, frame: Frame) -> SessionEvent | None:

@@ -68,6 +68,7 @@ class VoiceSession:
         ``trace_sinks`` get each finished turn trace besides the log ``config.tracing``
         names; ``observers`` see every frame."""
         self.session_id = session_id
+        self.config = config
         self.clock = clock or MonotonicClock()
         self.events = SessionEvents(session_id)
         """The session's events, to be read by one reader (``async for``) until it ends."""

@@ -24,14 +24,30 @@ class Clip:
     text: str
     path: Path
     source: str
+    telephone_path: Path | None = None
+    """The 8 kHz telephone-band file of the clip, where it has one."""
 
     def audio(self, sample_rate: int = 16000) -> Pcm16:
         return read_audio(self.path, sample_rate)
 
+    def telephone_audio(self) -> Pcm16:
+        """The 8 kHz file, at 8 kHz."""
+        assert self.telephone_path is not None, f"{self.id} has no 8 kHz file"
+        return read_audio(self.telephone_path, 8000)
+
 
 def clips() -> list[Clip]:
     rows = [json.loads(line) for line in MANIFEST.read_text().splitlines() if line.strip()]
-    return [Clip(r["id"], r["text"], SPEECH_DIR / r["file"], r["source_repo"]) for r in rows]
+    return [
+        Clip(
+            r["id"],
+            r["text"],
+            SPEECH_DIR / r["file"],
+            r["source_repo"],
+            SPEECH_DIR / r["file_8k"] if "file_8k" in r else None,
+        )
+        for r in rows
+    ]
 
 
 def clip(clip_id: str) -> Clip:

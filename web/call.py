@@ -16,7 +16,6 @@ import asyncio
 import contextlib
 import json
 import logging
-from dataclasses import dataclass
 from typing import Any
 
 from websockets.asyncio.server import ServerConnection
@@ -29,6 +28,7 @@ from pipeline.tracing import STAGE_LATENCIES
 from voice.audio import Pcm16
 from web.events import Event, page_event
 from web.metrics import ErrorKind, ServerMetrics
+from web.outbox import Outbox
 from web.signaling import CloseCode, Hangup, Offer, SignalingError, parse_client_message
 from web.transports.webrtc import OUTPUT_SAMPLE_RATE, WebRTCTransport
 
@@ -48,14 +48,6 @@ def error_event(code: str, message: str) -> Event:
     return {"type": "error", "code": code, "message": message}
 
 
-@dataclass(frozen=True)
-class _Close:
-    """The last item of the outbox: close the websocket with this code."""
-
-    code: CloseCode
-    reason: str
-
-
 class BrowserCall:
     def __init__(
         self,
@@ -69,8 +61,7 @@ class BrowserCall:
         self._ws = websocket
         self._agent = agent
         self._metrics = metrics
-        self._outbox: asyncio.Queue[Event | _Close] = asyncio.Queue()
-        self._closing = False
+        self._outbox = Outbox(websocket, limit=MAX_QUEUED_EVENTS)
         self._tasks: list[asyncio.Task[None]] = []
         self._forwarder: asyncio.Task[None] | None = None
         self.session: VoiceSession | None = None
@@ -88,7 +79,7 @@ class BrowserCall:
 
     async def run(self) -> None:
         """Serve the visitor until the call ends; everything of it is released on return."""
-        writer = self._spawn(self._write(), "events")
+        writer = self._spawn(self._outbox.run(), "events")
         try:
             self._post(
                 {
@@ -184,32 +175,12 @@ class BrowserCall:
     # --- events to the page -------------------------------------------------------------------
 
     def _post(self, event: Event) -> None:
-        if self._closing:
-            return
-        if self._outbox.qsize() >= MAX_QUEUED_EVENTS:
+        if not self._outbox.post(json.dumps(event)) and not self._outbox.closing:
             logger.warning("%s: the page is not reading; dropped an event", self.call_id)
-            return
-        self._outbox.put_nowait(event)
 
     def _fail(self, code: str, message: str, close_code: CloseCode) -> None:
         self._post(error_event(code, message))
-        self._close(close_code, code)
-
-    def _close(self, code: CloseCode, reason: str) -> None:
-        if not self._closing:
-            self._closing = True
-            self._outbox.put_nowait(_Close(code, reason))
-
-    async def _write(self) -> None:
-        while True:
-            item = await self._outbox.get()
-            try:
-                if isinstance(item, _Close):
-                    await self._ws.close(item.code, item.reason)
-                    return
-                await self._ws.send(json.dumps(item))
-            except ConnectionClosed:
-                return
+        self._outbox.close(close_code, code)
 
     # --- the end ------------------------------------------------------------------------------
 
@@ -222,7 +193,7 @@ class BrowserCall:
             await self.session.cancel("call ended")
         if self._forwarder is not None:  # the session's last events, its last trace among them
             await asyncio.wait([self._forwarder], timeout=CLOSE_TIMEOUT_S)
-        self._close(CloseCode.NORMAL, "call ended")
+        self._outbox.close(CloseCode.NORMAL, "call ended")
         await asyncio.wait([writer], timeout=CLOSE_TIMEOUT_S)
         for task in self._tasks:
             task.cancel()

@@ -23,6 +23,9 @@ LATENCY_BUCKETS_S = (0.05, 0.1, 0.15, 0.2, 0.25, 0.3, 0.4, 0.5, 0.6, 0.75, 1.0, 
 class ErrorKind(StrEnum):
     SIGNALING = "signaling"
     """A visitor broke the signaling protocol."""
+    TELEPHONY = "telephony"
+    """A telephony peer (Twilio, Asterisk) sent a message it should not have: the message was
+    ignored, or the call ended, as docs/telephony.md lists."""
     REFUSED = "refused"
     """A visitor was turned away at the session limit."""
     SESSION_FAILED = "session_failed"

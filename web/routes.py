@@ -51,17 +51,17 @@ class Routes:
     def __init__(
         self,
         *,
-        signaling_path: str,
+        websocket_paths: frozenset[str],
         metrics: ServerMetrics,
         health: Callable[[], dict[str, object]],
     ) -> None:
-        self._signaling_path = signaling_path
+        self._websocket_paths = websocket_paths
         self._metrics = metrics
         self._health = health
 
     def respond(self, request: Request) -> Response | None:
         path = unquote(urlsplit(request.path).path)
-        if path == self._signaling_path:
+        if path in self._websocket_paths:
             return None
         if path == "/":
             return self._static("index.html")

@@ -1,11 +1,13 @@
-"""``CadenceServer``: the browser demo on one port — the page (``/``, ``/static/…``), WebRTC
-signaling on the ``/ws`` websocket, ``/healthz`` and ``/metrics``.
+"""``CadenceServer``: the browser demo and the Twilio endpoint on one port — the page (``/``,
+``/static/…``), WebRTC signaling on the ``/ws`` websocket, Twilio Media Streams on
+``telephony.twilio_path`` (``/twilio``), ``/healthz`` and ``/metrics``.
 
 Each visitor of ``/ws`` is one :class:`BrowserCall` with its own peer connection and voice
-session. The models are loaded once, before the port opens, and shared by every session; a
-missing checkpoint fails the start, not the first visitor. Past ``server.max_sessions``
-visitors are refused with an ``error`` event (``busy``) and close code 1013, rather than
-degrading every call on the machine.
+session; each Media Stream one :class:`TwilioCall`. The models are loaded once, before the
+port opens, and shared by every session; a missing checkpoint fails the start, not the first
+caller. Past ``server.max_sessions`` calls, of every transport together, newcomers are
+refused (an ``error`` event ``busy`` for a page, and close code 1013), rather than degrading
+every call on the machine.
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ import uuid
 from collections.abc import Callable
 from types import TracebackType
 from typing import Any, Protocol
+from urllib.parse import urlsplit
 
 from websockets.asyncio.server import Server, ServerConnection, serve
 from websockets.exceptions import ConnectionClosed
@@ -26,11 +29,13 @@ from websockets.http11 import Request, Response
 
 from pipeline.agent import Agent
 from pipeline.config import CadenceConfig
+from pipeline.events import EventHandler
 from pipeline.session import VoiceSession
 from web.call import CLOSE_TIMEOUT_S, BrowserCall, error_event
 from web.metrics import ErrorKind, ServerMetrics
 from web.routes import Routes
 from web.signaling import MAX_MESSAGE_BYTES, CloseCode
+from web.transports.twilio import TwilioCall, TwilioCallError, receive_start
 
 logger = logging.getLogger(__name__)
 
@@ -55,14 +60,18 @@ class Call(Protocol):
 
 
 class CadenceServer:
-    def __init__(self, config: CadenceConfig) -> None:
+    def __init__(self, config: CadenceConfig, *, on_event: EventHandler | None = None) -> None:
+        """``on_event`` gets every event of every telephony call, with the call's id."""
         self.config = config
+        self._on_event = on_event
         self.agent = Agent(config)
         self.metrics = ServerMetrics()
         self.calls: dict[str, Call] = {}
         """The calls in progress, by id."""
         self._routes = Routes(
-            signaling_path=SIGNALING_PATH, metrics=self.metrics, health=self._health
+            websocket_paths=frozenset((SIGNALING_PATH, config.telephony.twilio_path)),
+            metrics=self.metrics,
+            health=self._health,
         )
         self._server: Server | None = None
 
@@ -146,12 +155,39 @@ class CadenceServer:
             logger.info("%s: ended", call.call_id)
 
     async def _handle(self, websocket: ServerConnection) -> None:
+        assert websocket.request is not None  # set once the handshake is done
+        if urlsplit(websocket.request.path).path == self.config.telephony.twilio_path:
+            await self._handle_twilio(websocket)
+            return
         if self.full:
             await self._refuse(websocket, self.config.server.max_sessions)
             return
         call_id = f"web-{uuid.uuid4().hex[:8]}"
         await self.run_call(
             BrowserCall(websocket, self.agent, call_id=call_id, metrics=self.metrics)
+        )
+
+    async def _handle_twilio(self, websocket: ServerConnection) -> None:
+        name = f"twilio@{websocket.remote_address}"
+        try:
+            if self.full:
+                raise TwilioCallError(CloseCode.TRY_AGAIN_LATER, "busy")
+            start = await receive_start(websocket, name, self.metrics)
+            if start is None:
+                return
+            if self.full:  # the calls admitted meanwhile took the last place
+                raise TwilioCallError(CloseCode.TRY_AGAIN_LATER, "busy")
+        except TwilioCallError as exc:
+            kind = ErrorKind.REFUSED if exc.reason == "busy" else ErrorKind.TELEPHONY
+            self.metrics.errors.labels(kind.value).inc()
+            logger.warning("%s: closing the stream: %s", name, exc.reason)
+            with contextlib.suppress(ConnectionClosed):
+                await websocket.close(exc.code, exc.reason)
+            return
+        except ConnectionClosed:
+            return
+        await self.run_call(
+            TwilioCall(websocket, self.agent, start, metrics=self.metrics, on_event=self._on_event)
         )
 
     async def _refuse(self, websocket: ServerConnection, limit: int) -> None:

@@ -1,0 +1,349 @@
+"""Twilio Media Streams: a phone call bridged over a websocket (bidirectional
+``<Connect><Stream>``), as one voice session.
+
+``receive_start`` reads the stream's opening (``connected``, then ``start``); the server then
+admits a ``TwilioCall``, named after the stream, which serves it to the ``stop``:
+
+* ``media`` — μ-law 8 kHz caller audio, fed to the session;
+* ``dtmf`` — a key press, handed to the session (a ``DtmfEvent`` comes out of it);
+* ``mark`` — Twilio echoing one of our marks: the audio before it was played.
+
+Reply audio goes out as one ``media`` message per 20 ms frame, paced in real time by the
+playout stage, each followed by a ``mark``. The echoed marks, not what was sent, tell the
+playback ledger what the caller heard; on barge-in a ``clear`` flushes Twilio's buffer, and
+the agent's turn in the history is cut to the marks echoed by then. Twilio echoes the marks
+it flushed as well; those no longer count.
+
+Bad input never ends other calls and rarely this one (``docs/telephony.md`` has the table):
+a message that cannot be understood, or that comes out of order, is logged and ignored; a
+stream that cannot work (no ``streamSid``, a media format other than μ-law 8 kHz mono) is
+closed with the reason, and so is one that keeps sending garbage.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import re
+from collections.abc import Callable
+from typing import Any
+
+from websockets.asyncio.server import ServerConnection
+from websockets.exceptions import ConnectionClosed
+
+from pipeline.agent import Agent
+from pipeline.config import UnknownOverlayError
+from pipeline.events import EventHandler
+from pipeline.frames import AudioOutFrame
+from pipeline.pipeline import PipelineClosedError, StageFailedError
+from pipeline.playback_ledger import PlaybackLedger
+from pipeline.session import VoiceSession
+from voice.audio import ulaw_decode, ulaw_encode
+from web.metrics import ErrorKind, ServerMetrics
+from web.outbox import Outbox
+from web.serializers.twilio import (
+    SAMPLE_RATE,
+    ClearMessage,
+    ConnectedMessage,
+    DtmfMessage,
+    MarkMessage,
+    MediaMessage,
+    StartMessage,
+    StopMessage,
+    TwilioMessage,
+    TwilioMessageError,
+    encode,
+    media_message,
+    parse_message,
+)
+from web.serializers.twilio import Mark as MarkBody
+from web.signaling import CloseCode
+
+logger = logging.getLogger(__name__)
+
+START_TIMEOUT_S = 10.0
+"""Twilio sends ``start`` right after connecting; a peer that does not is not Twilio."""
+
+CLOSE_TIMEOUT_S = 2.0
+"""How long the last messages and the close may take to reach a Twilio that still listens."""
+
+MAX_BAD_MESSAGES = 50
+"""Bad messages a stream may send before it is closed: a glitch is forgiven, a flood is not."""
+
+MAX_QUEUED_MESSAGES = 500
+"""Messages waiting for a Twilio that is not reading (5 s of reply audio with its marks);
+past this the call is ended rather than buffering without limit."""
+
+STREAM_SID = re.compile(r"[A-Za-z0-9_-]{1,64}")
+"""What a stream id may look like (Twilio's are ``MZ`` and 32 hex digits); it names the call
+in logs and traces, so nothing else is let through."""
+
+
+class TwilioCallError(Exception):
+    """The stream cannot go on; it is closed with ``code`` and ``reason``."""
+
+    def __init__(self, code: CloseCode, reason: str) -> None:
+        super().__init__(reason)
+        self.code = code
+        self.reason = reason
+
+
+class _BadMessages:
+    """Counts a stream's bad messages, logs each with its reason, and ends a flood."""
+
+    def __init__(self, name: str, metrics: ServerMetrics) -> None:
+        self._name = name
+        self._metrics = metrics
+        self.count = 0
+
+    def ignore(self, reason: str) -> None:
+        self.count += 1
+        self._metrics.errors.labels(ErrorKind.TELEPHONY.value).inc()
+        logger.warning("%s: ignored a message: %s", self._name, reason)
+        if self.count >= MAX_BAD_MESSAGES:
+            raise TwilioCallError(
+                CloseCode.POLICY_VIOLATION, f"{self.count} bad messages; closing the stream"
+            )
+
+
+async def receive_start(
+    websocket: ServerConnection, name: str, metrics: ServerMetrics
+) -> StartMessage | None:
+    """Read the stream's opening up to its ``start`` (``None`` if the peer left before it);
+    raises ``TwilioCallError`` if the stream cannot be served."""
+    bad = _BadMessages(name, metrics)
+    try:
+        async with asyncio.timeout(START_TIMEOUT_S):
+            async for raw in websocket:
+                try:
+                    message = parse_message(raw)
+                except TwilioMessageError as exc:
+                    bad.ignore(str(exc))
+                    continue
+                match message:
+                    case StartMessage():
+                        _check_start(message)
+                        return message
+                    case ConnectedMessage():
+                        pass
+                    case StopMessage():
+                        raise TwilioCallError(CloseCode.NORMAL, "stopped before it started")
+                    case _:
+                        bad.ignore(f"{message.event} before start")
+    except TimeoutError:
+        raise TwilioCallError(
+            CloseCode.POLICY_VIOLATION, f"no start within {START_TIMEOUT_S:.0f} s"
+        ) from None
+    return None
+
+
+def _check_start(start: StartMessage) -> None:
+    sid = start.sid
+    if not sid:
+        raise TwilioCallError(CloseCode.POLICY_VIOLATION, "start without a streamSid")
+    if not STREAM_SID.fullmatch(sid):
+        raise TwilioCallError(CloseCode.POLICY_VIOLATION, "streamSid is not an id")
+    media = start.start.media_format
+    if not media.supported:
+        raise TwilioCallError(
+            CloseCode.UNSUPPORTED_DATA,
+            f"media format {media.encoding} {media.sample_rate} Hz × {media.channels} is not "
+            "supported (audio/x-mulaw 8000 Hz mono is)",
+        )
+
+
+class TwilioMediaSink:
+    """Reply audio as ``media`` + ``mark`` pairs; learns from the echoed marks what was played.
+
+    A ``PlaybackConfirmingSink``: the ledger hears of audio when its mark comes back, and of
+    a reply's end when the mark sent after its last audio does."""
+
+    def __init__(self, stream_sid: str, post: Callable[[TwilioMessage], None]) -> None:
+        self._sid = stream_sid
+        self._post = post
+        self._ledger = PlaybackLedger()
+        self._pending: dict[str, tuple[int, float | None]] = {}
+        """Marks sent and not echoed yet: the reply and the audio (ms) each stands for, or
+        ``None`` for the mark after a reply's last audio."""
+        self._marks = 0
+
+    def attach(self, ledger: PlaybackLedger) -> None:
+        self._ledger = ledger
+
+    async def send(self, frame: AudioOutFrame) -> None:
+        if frame.sample_rate != SAMPLE_RATE:
+            raise ValueError(f"Twilio plays {SAMPLE_RATE} Hz audio, not {frame.sample_rate} Hz")
+        self._post(media_message(self._sid, ulaw_encode(frame.pcm).tobytes()))
+        self._mark(frame.turn_index, frame.duration_ms)
+
+    async def end_of_reply(self, turn_index: int) -> None:
+        self._mark(turn_index, None)
+
+    async def clear(self) -> None:
+        self._pending.clear()  # Twilio echoes the flushed marks too; they were not played
+        self._post(ClearMessage(stream_sid=self._sid))
+
+    def echoed(self, name: str) -> bool:
+        """Twilio played the audio up to mark ``name``; ``False`` if it is not one of ours
+        (or was flushed)."""
+        entry = self._pending.pop(name, None)
+        if entry is None:
+            return False
+        turn_index, played_ms = entry
+        if played_ms is None:
+            self._ledger.finish(turn_index)
+        else:
+            self._ledger.played(turn_index, played_ms)
+        return True
+
+    def _mark(self, turn_index: int, played_ms: float | None) -> None:
+        self._marks += 1
+        name = f"{turn_index}.{self._marks}"
+        self._pending[name] = (turn_index, played_ms)
+        self._post(MarkMessage(stream_sid=self._sid, mark=MarkBody(name=name)))
+
+
+class TwilioCall:
+    """One Media Stream from its ``start`` to its ``stop`` (or a dropped connection)."""
+
+    def __init__(
+        self,
+        websocket: ServerConnection,
+        agent: Agent,
+        start: StartMessage,
+        *,
+        metrics: ServerMetrics,
+        on_event: EventHandler | None = None,
+    ) -> None:
+        self.stream_sid = start.sid or ""
+        self.call_id = f"twilio-{self.stream_sid}"
+        self.session: VoiceSession | None = None
+        self._ws = websocket
+        self._agent = agent
+        self._start = start
+        self._metrics = metrics
+        self._on_event = on_event
+        self._outbox = Outbox(websocket, limit=MAX_QUEUED_MESSAGES)
+        self._sink = TwilioMediaSink(self.stream_sid, self._post)
+        self._bad = _BadMessages(self.call_id, metrics)
+        self._tasks: list[asyncio.Task[None]] = []
+
+    @property
+    def tasks(self) -> list[asyncio.Task[Any]]:
+        owned: list[asyncio.Task[Any]] = [t for t in self._tasks if not t.done()]
+        if self.session is not None:
+            owned += self.session.pipeline.tasks
+        return owned
+
+    async def run(self) -> None:
+        writer = self._spawn(self._outbox.run(), "writer")
+        try:
+            await self._open()
+            await self._serve()
+            logger.info("%s: stream stopped", self.call_id)
+        except TwilioCallError as exc:
+            logger.warning("%s: closing the stream: %s", self.call_id, exc.reason)
+            self._metrics.errors.labels(ErrorKind.TELEPHONY.value).inc()
+            self._outbox.close(exc.code, exc.reason)
+        except ConnectionClosed:
+            logger.info("%s: Twilio hung up without a stop", self.call_id)
+        except Exception:
+            logger.exception("%s: the call failed", self.call_id)
+            self._metrics.errors.labels(ErrorKind.INTERNAL.value).inc()
+            self._outbox.close(CloseCode.INTERNAL_ERROR, "internal server error")
+        finally:
+            await self._release(writer)
+
+    async def _open(self) -> None:
+        start = self._start.start
+        overlay = start.custom_parameters.get("overlay")
+        logger.info(
+            "%s: call %s, parameters %s", self.call_id, start.call_sid, start.custom_parameters
+        )
+        if overlay is not None and overlay not in self._agent.config.overlays:
+            logger.warning(
+                "%s: %s; the call goes on with the base configuration",
+                self.call_id,
+                UnknownOverlayError(f"no overlay named {overlay!r}"),
+            )
+            overlay = None
+        self.session = await self._agent.open_session(
+            session_id=self.call_id,
+            output_sample_rate=SAMPLE_RATE,
+            sink=self._sink,
+            overlay=overlay,
+            trace_sinks=[self._metrics],
+        )
+        self._spawn(self._forward_events(self.session), "events")
+        self._spawn(self._watch_session(self.session), "watch")
+
+    async def _serve(self) -> None:
+        async for raw in self._ws:
+            try:
+                message = parse_message(raw)
+            except TwilioMessageError as exc:
+                self._bad.ignore(str(exc))
+                continue
+            if isinstance(message, StopMessage):
+                return
+            try:
+                await self._handle(message)
+            except TwilioMessageError as exc:
+                self._bad.ignore(str(exc))
+
+    async def _handle(self, message: TwilioMessage) -> None:
+        if isinstance(message, ConnectedMessage | StartMessage | ClearMessage):
+            raise TwilioMessageError(f"unexpected {message.event} during the stream")
+        if message.stream_sid is not None and message.stream_sid != self.stream_sid:
+            raise TwilioMessageError(f"{message.event} for another stream")
+        session = self.session
+        assert session is not None  # opened before the first message is read
+        try:
+            match message:
+                case MediaMessage() if message.media.track in (None, "inbound"):
+                    await session.feed(ulaw_decode(message.media.audio()), SAMPLE_RATE)
+                case MediaMessage():
+                    raise TwilioMessageError(f"media of track {message.media.track!r}")
+                case DtmfMessage():
+                    try:
+                        await session.dtmf(message.dtmf.digit)
+                    except ValueError as exc:
+                        raise TwilioMessageError(str(exc)) from None
+                case MarkMessage() if not self._sink.echoed(message.mark.name):
+                    logger.debug("%s: mark %r was flushed", self.call_id, message.mark.name)
+        except PipelineClosedError:
+            pass  # the session failed; _watch_session is ending the call
+
+    def _post(self, message: TwilioMessage) -> None:
+        if not self._outbox.post(encode(message)) and not self._outbox.closing:
+            self._metrics.errors.labels(ErrorKind.TELEPHONY.value).inc()
+            logger.warning("%s: Twilio is not reading; ending the call", self.call_id)
+            self._outbox.close(CloseCode.POLICY_VIOLATION, "not reading")
+
+    async def _forward_events(self, session: VoiceSession) -> None:
+        async for event in session.events:
+            if self._on_event is not None:
+                self._on_event(self.call_id, event)
+
+    async def _watch_session(self, session: VoiceSession) -> None:
+        try:
+            await session.pipeline.wait()
+        except StageFailedError:
+            self._metrics.errors.labels(ErrorKind.SESSION_FAILED.value).inc()
+            self._outbox.close(CloseCode.INTERNAL_ERROR, "session failed")
+
+    async def _release(self, writer: asyncio.Task[None]) -> None:
+        if self.session is not None:
+            await self.session.cancel("stream ended")
+        self._outbox.close(CloseCode.NORMAL, "stream ended")
+        await asyncio.wait([writer], timeout=CLOSE_TIMEOUT_S)
+        for task in self._tasks:
+            task.cancel()
+        await asyncio.gather(*self._tasks, return_exceptions=True)
+        self._tasks.clear()
+        self.session = None
+
+    def _spawn(self, work: Any, name: str) -> asyncio.Task[None]:
+        task: asyncio.Task[None] = asyncio.create_task(work, name=f"{self.call_id}:{name}")
+        self._tasks.append(task)
+        return task
