@@ -59,7 +59,7 @@ class BlockDiffusionDecoder(CachedDecoder):
             steps = 0
             while bool(masked.any()):
                 threshold = partial(self._threshold, block_start, budget)
-                decision, before = self._step(pending, block, masked, before, threshold)
+                decision, before = self.step(pending, block, masked, before, threshold)
                 pending = []
                 predicted = decision.prediction.tolist()
                 for position in decision.commit.nonzero().flatten().tolist():
@@ -101,7 +101,7 @@ class BlockDiffusionDecoder(CachedDecoder):
             self.options.confidence_threshold, self.clock.now_ms() - block_start, budget
         )
 
-    def _step(
+    def step(
         self,
         pending: list[int],
         block: list[int],
@@ -109,8 +109,9 @@ class BlockDiffusionDecoder(CachedDecoder):
         before: torch.Tensor | None,
         threshold: Callable[[], float],
     ) -> tuple[CommitDecision, torch.Tensor | None]:
-        """One denoising step: a forward of ``block`` on top of the cache (``pending`` goes
-        first and enters the cache) and the commit decision for the block's positions.
+        """One denoising step (the unit :mod:`kernels.bench` times): a forward of ``block`` on
+        top of the cache (``pending`` goes first and enters the cache) and the commit
+        decision for the block's positions.
         ``before`` is the logits row that predicts the block's position 0, once a forward has
         carried the position before the block; the step returns it for the next one.
         ``threshold`` gives τ once the forward is done (a late step commits more)."""

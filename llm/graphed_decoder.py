@@ -105,7 +105,7 @@ class GraphedBlockDiffusionDecoder(BlockDiffusionDecoder):
         """Token ids whose keys and values are in the fixed buffers."""
         self._graphs: dict[int, CapturedStep[CommitDecision]] = {}
 
-    def _step(
+    def step(
         self,
         pending: list[int],
         block: list[int],
@@ -116,7 +116,7 @@ class GraphedBlockDiffusionDecoder(BlockDiffusionDecoder):
         length = len(self.cache.ids)
         slots = bucket_length(length)
         if pending or slots > self._capacity:
-            return super()._step(pending, block, masked, before, threshold)
+            return super().step(pending, block, masked, before, threshold)
         if self._synced != self.cache.ids:
             self._sync_cache()
         buffers = self._buffers
