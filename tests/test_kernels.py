@@ -8,9 +8,11 @@ import pytest
 import torch
 
 import kernels
+from kernels import bench
 from kernels.commit_reference import commit_reference, select_commits, top_predictions
 from kernels.cuda_graph import CapturedStep, bucket_length
 from kernels.reference import block_attention_reference
+from llm.checkpoint import EMBEDDED_DIR
 
 NEG_INF = float("-inf")
 
@@ -122,3 +124,25 @@ def test_a_negative_cache_length_is_refused() -> None:
 def test_capturing_a_graph_without_cuda_says_so() -> None:
     with pytest.raises(RuntimeError, match="CUDA"):
         CapturedStep(lambda: torch.zeros(1))
+
+
+@pytest.mark.skipif(not (EMBEDDED_DIR / "dllm.pt").exists(), reason="no shipped checkpoint")
+def test_the_bench_times_each_kernel_step_and_reply_on_cpu() -> None:
+    cpu = torch.device("cpu")
+    chosen = bench.implementations(cpu, interpreter=False)
+    with torch.inference_mode():
+        rows = [*bench.kernel_rows(cpu, chosen, 3), *bench.decode_rows(cpu, chosen, 3)]
+    assert [row.measure for row in rows] == [
+        "commit step",
+        "block attention",
+        "block attention",
+        "eager step",
+        "first piece (eager steps)",
+        "whole reply (eager steps)",
+        "fixed-shape step",
+        "first piece (fixed-shape steps)",
+        "whole reply (fixed-shape steps)",
+    ]
+    assert all(len(row.times_ms) == 3 and row.median > 0 for row in rows)
+    report = bench.markdown(rows, "title", None, "python -m kernels.bench")
+    assert report.count("| reference |") == len(rows)
