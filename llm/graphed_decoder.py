@@ -87,6 +87,8 @@ class _BucketView:
 
 
 class GraphedBlockDiffusionDecoder(BlockDiffusionDecoder):
+    """A :class:`BlockDiffusionDecoder` whose in-block steps run on fixed buffers."""
+
     def __init__(
         self,
         model: Transformer,
