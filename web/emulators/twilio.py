@@ -80,6 +80,7 @@ class TwilioEmulator:
         self.played: list[PlayedAudio] = []
         self.arrivals: list[float] = []
         """When each ``media`` message of the reply arrived."""
+        self.marks_received: list[str] = []
         self.echoed_marks: list[str] = []
         """Marks echoed because their audio played (not those flushed by a ``clear``)."""
         self.flushed_marks: list[str] = []
@@ -215,6 +216,7 @@ class TwilioEmulator:
                         playout.items.append(ulaw_decode(media.audio()))
                         playout.ready.set()
                     case MarkMessage(mark=Mark(name=name)):
+                        self.marks_received.append(name)
                         playout.items.append(name)
                         playout.ready.set()
                     case ClearMessage():

@@ -132,7 +132,7 @@ async def receive_start(
                         bad.ignore(f"{message.event} before start")
     except TimeoutError:
         raise TwilioCallError(
-            CloseCode.POLICY_VIOLATION, f"no start within {START_TIMEOUT_S:.0f} s"
+            CloseCode.POLICY_VIOLATION, f"no start within {START_TIMEOUT_S:g} s"
         ) from None
     return None
 
