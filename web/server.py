@@ -29,12 +29,14 @@ from websockets.http11 import Request, Response
 
 from pipeline.agent import Agent
 from pipeline.config import CadenceConfig
+from pipeline.config.models import audiosocket_address
 from pipeline.events import EventHandler
 from pipeline.session import VoiceSession
 from web.call import CLOSE_TIMEOUT_S, BrowserCall, error_event
 from web.metrics import ErrorKind, ServerMetrics
 from web.routes import Routes
 from web.signaling import MAX_MESSAGE_BYTES, CloseCode
+from web.transports.audiosocket import AudioSocketListener
 from web.transports.twilio import TwilioCall, TwilioCallError, receive_start
 
 logger = logging.getLogger(__name__)
@@ -74,9 +76,10 @@ class CadenceServer:
             health=self._health,
         )
         self._server: Server | None = None
+        self._audiosocket: AudioSocketListener | None = None
 
     async def start(self) -> None:
-        """Load the models, then open the port."""
+        """Load the models, then open the port (and the AudioSocket one, if configured)."""
         await self.agent.load()
         settings = self.config.server
         self._server = await serve(
@@ -89,6 +92,14 @@ class CadenceServer:
             max_size=2 * MAX_MESSAGE_BYTES,
             close_timeout=CLOSE_TIMEOUT_S,
         )
+        if (audiosocket := self.config.telephony.audiosocket) is not None:
+            host, port = audiosocket_address(audiosocket)
+            self._audiosocket = AudioSocketListener(self, host, port, on_event=self._on_event)
+            try:
+                await self._audiosocket.start()
+            except OSError:
+                await self.close()
+                raise
 
     @property
     def port(self) -> int:
@@ -102,8 +113,16 @@ class CadenceServer:
         host = self.config.server.host
         return f"http://{f'[{host}]' if ':' in host else host}:{self.port}/"
 
+    @property
+    def audiosocket_port(self) -> int | None:
+        """The TCP port of the AudioSocket listener; ``None`` when it is off."""
+        return None if self._audiosocket is None else self._audiosocket.port
+
     async def close(self) -> None:
-        """Close every call (the pages get close code 1001) and the port."""
+        """Close every call (the pages get close code 1001, Asterisk a hang-up) and the ports."""
+        if self._audiosocket is not None:
+            await self._audiosocket.close()
+            self._audiosocket = None
         if self._server is not None:
             self._server.close()
             await self._server.wait_closed()

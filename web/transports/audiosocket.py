@@ -1,0 +1,376 @@
+"""Asterisk AudioSocket: phone calls bridged over plain TCP, one connection per call.
+
+``AudioSocketListener`` accepts Asterisk's connections on ``telephony.audiosocket``. The first
+frame of each names the call (its UUID, which the dialplan chose), so the listener reads it
+before the server admits the call — ``server.calls`` is keyed by that name. An
+``AudioSocketCall`` then serves the connection to its end:
+
+* audio frames — 8 kHz signed linear caller audio, fed to the session;
+* DTMF frames — a key press, handed to the session (a ``DtmfEvent`` comes out of it);
+* a hang-up frame, or the connection closing — the caller hung up: the session is cancelled,
+  not closed, as nobody is left to hear the rest of the reply;
+* an error frame — Asterisk gave up on the call: logged with its code, and the call ends.
+
+Reply audio goes out as audio frames of 20 ms, written as the playout stage hands them over —
+in real time, since AudioSocket has no marks and no way to flush what Asterisk buffered. A
+frame that breaks the protocol ends only its own call: the reason is logged, Asterisk gets a
+hang-up (the one frame besides audio that it understands), and the socket is closed. So does
+a peer that stops reading the reply audio, rather than holding the pipeline up.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+
+from pipeline.agent import Agent
+from pipeline.events import EventHandler
+from pipeline.frames import AudioOutFrame
+from pipeline.pipeline import PipelineClosedError, StageFailedError
+from pipeline.session import VoiceSession
+from web.call_tasks import CallTasks
+from web.metrics import ErrorKind, ServerMetrics
+from web.serializers.audiosocket import (
+    SAMPLE_RATE,
+    Audio,
+    AudioSocketProtocolError,
+    CallUuid,
+    Dtmf,
+    Error,
+    Hangup,
+    encode_audio,
+    encode_frame,
+    read_frame,
+)
+
+if TYPE_CHECKING:
+    from web.server import CadenceServer
+
+logger = logging.getLogger(__name__)
+
+UUID_TIMEOUT_S = 5.0
+"""Asterisk sends the UUID as soon as it is connected; a peer that does not is not Asterisk."""
+
+CLOSE_TIMEOUT_S = 2.0
+"""How long the last frames may take to reach an Asterisk that still reads, before the
+connection is dropped."""
+
+DRAIN_TIMEOUT_S = 2.0
+"""A peer that has taken no reply audio for this long has stopped reading; its call ends."""
+
+MAX_BUFFERED_BYTES = 8 * 1024
+"""Reply audio (about half a second) waiting for the kernel to take it before ``drain``
+waits. Paced audio never comes near it; only a peer that stops reading does."""
+
+
+class AudioSocketSink:
+    """The session's ``AudioSink``: each reply frame goes out on the socket as it is handed
+    over, in audio frames of at most 20 ms.
+
+    ``clear`` (barge-in) has nothing to flush: the playout stage hands audio over in real time
+    (at most 60 ms ahead), so nothing waits here, and AudioSocket cannot tell Asterisk to drop
+    what it buffered. Without marks, what was handed over is what the playback ledger counts
+    as heard. A write that cannot drain within ``DRAIN_TIMEOUT_S`` calls ``on_stalled`` and
+    drops the rest of the audio, so a peer that stops reading never holds up the pipeline.
+    """
+
+    def __init__(self, writer: asyncio.StreamWriter, *, on_stalled: Callable[[], None]) -> None:
+        self._writer = writer
+        self._on_stalled = on_stalled
+        self._stalled = False
+        writer.transport.set_write_buffer_limits(high=MAX_BUFFERED_BYTES)
+
+    async def send(self, frame: AudioOutFrame) -> None:
+        if frame.sample_rate != SAMPLE_RATE:
+            raise ValueError(f"AudioSocket carries {SAMPLE_RATE} Hz audio, not {frame.sample_rate}")
+        if self._stalled or self._writer.is_closing():
+            return
+        self._writer.write(encode_audio(frame.pcm))
+        try:
+            async with asyncio.timeout(DRAIN_TIMEOUT_S):
+                await self._writer.drain()
+        except TimeoutError:
+            self._stalled = True
+            self._on_stalled()
+        except ConnectionError:
+            pass  # the caller is gone; reading finds that out and ends the call
+
+    async def clear(self) -> None:
+        """Nothing to drop: see the class docstring."""
+
+
+class AudioSocketCall:
+    """One Asterisk call, from its UUID frame to the hang-up."""
+
+    def __init__(
+        self,
+        reader: asyncio.StreamReader,
+        writer: asyncio.StreamWriter,
+        agent: Agent,
+        *,
+        call_id: str,
+        metrics: ServerMetrics,
+        on_event: EventHandler | None = None,
+    ) -> None:
+        self.call_id = call_id
+        self.session: VoiceSession | None = None
+        self._reader = reader
+        self._writer = writer
+        self._agent = agent
+        self._metrics = metrics
+        self._on_event = on_event
+        self._sink = AudioSocketSink(writer, on_stalled=self._stalled)
+        self._ended = asyncio.Event()
+        self._hang_up = False
+        """Whether to send Asterisk a hang-up on the way out (we end the call, not the caller)."""
+        self._tasks = CallTasks(call_id)
+        self._receiver: asyncio.Task[None] | None = None
+        self._forwarder: asyncio.Task[None] | None = None
+
+    @property
+    def tasks(self) -> list[asyncio.Task[Any]]:
+        """Every task of this call still running: its own and the session's."""
+        owned = self._tasks.running
+        if self.session is not None:
+            owned += self.session.pipeline.tasks
+        return owned
+
+    async def run(self) -> None:
+        """Serve the call until it ends; everything of it is released on return."""
+        try:
+            self.session = await self._agent.open_session(
+                session_id=self.call_id,
+                output_sample_rate=SAMPLE_RATE,
+                sink=self._sink,
+                trace_sinks=[self._metrics],
+            )
+            self._receiver = self._tasks.spawn(self._receive(self.session), "receive")
+            self._forwarder = self._tasks.spawn(self._forward_events(self.session), "events")
+            self._tasks.spawn(self._watch_session(self.session), "watch")
+            await self._ended.wait()
+        except Exception:
+            logger.exception("%s: the call failed", self.call_id)
+            self._end("internal error", kind=ErrorKind.INTERNAL, hang_up=True)
+        finally:
+            await self._release()
+
+    def hang_up(self, reason: str) -> None:
+        """End the call from this side (the server is closing): Asterisk gets a hang-up."""
+        self._end(reason, hang_up=True)
+
+    # --- while the call runs ------------------------------------------------------------------
+
+    async def _receive(self, session: VoiceSession) -> None:
+        try:
+            while True:
+                match await read_frame(self._reader):
+                    case Audio(pcm=pcm):
+                        await session.feed(pcm, SAMPLE_RATE)
+                    case Dtmf(digit=digit):
+                        await session.dtmf(digit)
+                    case Hangup():
+                        self._end("the caller hung up")
+                        return
+                    case None:
+                        self._end("the caller hung up (the connection closed)")
+                        return
+                    case Error() as error:
+                        self._end(f"Asterisk reported {error}", kind=ErrorKind.CONNECTION_LOST)
+                        return
+                    case CallUuid():
+                        raise AudioSocketProtocolError("a second UUID frame")
+        except AudioSocketProtocolError as exc:
+            self._end(f"protocol error: {exc}", kind=ErrorKind.TELEPHONY, hang_up=True)
+        except ConnectionError as exc:
+            self._end(f"the connection was lost ({exc!r})")
+        except PipelineClosedError:
+            pass  # the session failed; _watch_session is ending the call
+        except Exception:
+            logger.exception("%s: reading the call failed", self.call_id)
+            self._end("internal error", kind=ErrorKind.INTERNAL, hang_up=True)
+
+    async def _forward_events(self, session: VoiceSession) -> None:
+        async for event in session.events:
+            if self._on_event is not None:
+                self._on_event(self.call_id, event)
+
+    async def _watch_session(self, session: VoiceSession) -> None:
+        try:
+            await session.pipeline.wait()
+        except StageFailedError:
+            self._end("the voice session failed", kind=ErrorKind.SESSION_FAILED, hang_up=True)
+
+    def _stalled(self) -> None:
+        self._writer.transport.abort()  # what it holds would never be read: drop it now
+        message = f"the peer took no reply audio for {DRAIN_TIMEOUT_S:g} s"
+        self._end(message, kind=ErrorKind.CONNECTION_LOST)
+
+    def _end(self, reason: str, *, kind: ErrorKind | None = None, hang_up: bool = False) -> None:
+        """Make ``run`` release the call. The first reason counts; one with an error ``kind``
+        is a warning and counted in the metrics."""
+        if self._ended.is_set():
+            return
+        report_end(self._metrics, self.call_id, reason, kind)
+        self._hang_up = hang_up
+        self._ended.set()
+
+    # --- the end ------------------------------------------------------------------------------
+
+    async def _release(self) -> None:
+        # The caller's audio first, so that nothing more reaches the session; then the
+        # session, whose last events (its last trace among them) are still passed on; then
+        # the socket.
+        if self._receiver is not None:
+            self._receiver.cancel()
+        if self.session is not None:
+            await self.session.cancel("call ended")
+        if self._forwarder is not None:
+            await asyncio.wait([self._forwarder], timeout=CLOSE_TIMEOUT_S)
+        await close_connection(self._writer, hang_up=self._hang_up)
+        await self._tasks.cancel()
+        self.session = None
+
+
+def report_end(metrics: ServerMetrics, name: str, reason: str, kind: ErrorKind | None) -> None:
+    """Log why connection ``name`` ends: a warning, counted, when it ends by an error."""
+    if kind is None:
+        logger.info("%s: %s", name, reason)
+    else:
+        logger.warning("%s: %s; ending the call", name, reason)
+        metrics.errors.labels(kind.value).inc()
+
+
+async def read_call_id(reader: asyncio.StreamReader) -> str | None:
+    """The name of the call whose UUID frame opens the connection (``audiosocket-<uuid>``);
+    ``None`` if the caller hung up first. Raises ``AudioSocketProtocolError`` if the first
+    frame is another one, or none comes within ``UUID_TIMEOUT_S``."""
+    try:
+        async with asyncio.timeout(UUID_TIMEOUT_S):
+            frame = await read_frame(reader)
+    except TimeoutError:
+        raise AudioSocketProtocolError(f"no UUID frame within {UUID_TIMEOUT_S:.0f} s") from None
+    match frame:
+        case CallUuid(uuid=uuid):
+            return f"audiosocket-{uuid}"
+        case None | Hangup():
+            return None
+        case _:
+            raise AudioSocketProtocolError(
+                f"the first frame must be the call's UUID, not {type(frame).__name__}"
+            )
+
+
+async def close_connection(writer: asyncio.StreamWriter, *, hang_up: bool) -> None:
+    """Close the connection, after a hang-up frame if ``hang_up``; a peer that does not take
+    what is left within ``CLOSE_TIMEOUT_S`` is cut off."""
+    if hang_up and not writer.is_closing():
+        writer.write(encode_frame(Hangup()))
+    writer.close()
+    try:
+        async with asyncio.timeout(CLOSE_TIMEOUT_S):
+            await writer.wait_closed()
+    except (TimeoutError, ConnectionError):
+        writer.transport.abort()
+
+
+class AudioSocketListener:
+    """Accepts Asterisk's connections on one address and hands each call to the server, whose
+    session limit covers them with the calls of every other transport."""
+
+    def __init__(
+        self, server: CadenceServer, host: str, port: int, *, on_event: EventHandler | None
+    ) -> None:
+        self._server = server
+        self._host = host
+        self._port = port
+        self._on_event = on_event
+        self._listener: asyncio.Server | None = None
+        self._connections: set[asyncio.Task[Any]] = set()
+        self._calls: set[AudioSocketCall] = set()
+
+    async def start(self) -> None:
+        self._listener = await asyncio.start_server(self._accept, self._host, self._port)
+
+    @property
+    def port(self) -> int:
+        if self._listener is None:
+            raise RuntimeError("the AudioSocket listener is not started")
+        port: int = self._listener.sockets[0].getsockname()[1]
+        return port
+
+    async def close(self) -> None:
+        """Stop accepting, hang up on every call and wait until each has released everything."""
+        if self._listener is None:
+            return
+        self._listener.close()
+        for call in self._calls:
+            call.hang_up("the server is closing")
+        if self._connections:
+            await asyncio.wait(self._connections, timeout=2 * CLOSE_TIMEOUT_S)
+        for task in self._connections:
+            task.cancel()  # still reading a UUID, or stuck: nothing more is waited for
+        await asyncio.gather(*self._connections, return_exceptions=True)
+        await self._listener.wait_closed()
+        self._listener = None
+
+    async def _accept(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        task = asyncio.current_task()
+        assert task is not None  # asyncio runs each connection's callback in a task of its own
+        self._connections.add(task)
+        peer = writer.get_extra_info("peername")
+        name = f"audiosocket@{peer[0]}:{peer[1]}" if peer else "audiosocket"
+        try:
+            await self._admit(reader, writer, name)
+        except Exception:
+            logger.exception("%s: the connection failed", name)
+            await self._turn_away(writer, name, "internal error", ErrorKind.INTERNAL)
+        finally:
+            self._connections.discard(task)
+
+    async def _admit(
+        self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter, name: str
+    ) -> None:
+        server = self._server
+        try:
+            call_id = await read_call_id(reader)
+        except AudioSocketProtocolError as exc:
+            await self._turn_away(writer, name, f"protocol error: {exc}", ErrorKind.TELEPHONY)
+            return
+        except ConnectionError as exc:
+            await self._turn_away(writer, name, f"the connection was lost ({exc!r})")
+            return
+        if call_id is None:
+            await self._turn_away(writer, name, "the caller hung up before the UUID")
+        elif call_id in server.calls:
+            reason = f"protocol error: {call_id} is connected already"
+            await self._turn_away(writer, name, reason, ErrorKind.TELEPHONY)
+        elif server.full:
+            reason = f"refused: the server is full ({server.config.server.max_sessions} calls)"
+            await self._turn_away(writer, call_id, reason, ErrorKind.REFUSED)
+        else:
+            call = AudioSocketCall(
+                reader,
+                writer,
+                server.agent,
+                call_id=call_id,
+                metrics=server.metrics,
+                on_event=self._on_event,
+            )
+            self._calls.add(call)
+            try:
+                await server.run_call(call)
+            finally:
+                self._calls.discard(call)
+
+    async def _turn_away(
+        self,
+        writer: asyncio.StreamWriter,
+        name: str,
+        reason: str,
+        kind: ErrorKind | None = None,
+    ) -> None:
+        """Serve no call on this connection: log why, hang up and close."""
+        report_end(self._server.metrics, name, reason, kind)
+        await close_connection(writer, hang_up=True)
