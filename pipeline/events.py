@@ -52,10 +52,12 @@ class VoiceActivityEvent:
 
 @dataclass(frozen=True)
 class TranscriptEvent:
-    """What the caller said: a live caption (``final=False``) or the utterance's transcript."""
+    """What the caller said: a live caption (``final=False``) or the utterance's transcript —
+    ``speculative`` when it was decoded at the pause onset, ahead of the endpoint."""
 
     text: str
     final: bool
+    speculative: bool = False
 
 
 @dataclass(frozen=True)
@@ -127,6 +129,13 @@ class ClearAudioEvent:
     """Drop any reply audio still buffered for playing: the reply was cut."""
 
 
+@dataclass(frozen=True)
+class SessionEndedEvent:
+    """The last event of every session: it ended (``reason``), its last trace was written."""
+
+    reason: str
+
+
 SessionEvent = (
     VoiceActivityEvent
     | TranscriptEvent
@@ -139,6 +148,7 @@ SessionEvent = (
     | TraceEvent
     | ReplyAudioEvent
     | ClearAudioEvent
+    | SessionEndedEvent
 )
 
 EventHandler = Callable[[str, SessionEvent], None]
@@ -159,7 +169,7 @@ def frame_event(source: str, frame: Frame) -> SessionEvent | None:
         case PartialTranscriptFrame() if source == "stt":
             return TranscriptEvent(frame.text, final=False)
         case FinalTranscriptFrame() if source == "stt":
-            return TranscriptEvent(frame.text, final=True)
+            return TranscriptEvent(frame.text, final=True, speculative=frame.speculative)
         case DtmfFrame() if source == "vad":
             return DtmfEvent(frame.digit, frame.at_ms)
         case TextPieceFrame() if source == "turn":
@@ -196,9 +206,11 @@ class SessionEvents:
             return
         self._queue.put_nowait(event)
 
-    def end(self) -> None:
-        """The session is over: the reader gets what is queued, then the stream stops."""
+    def end(self, reason: str) -> None:
+        """The session is over: the reader gets what is queued and a ``SessionEndedEvent``,
+        then the stream stops. It is never dropped, however far behind the reader is."""
         if not self._ended:
+            self._queue.put_nowait(SessionEndedEvent(reason))
             self._ended = True
             self._queue.put_nowait(None)
 

@@ -161,7 +161,7 @@ class VoiceSession:
         await self.pipeline.cancel(reason)
         self._trace_observer.close()
         self.tracer.close()
-        self.events.end()
+        self.events.end(reason)
 
     async def __aenter__(self) -> VoiceSession:
         return self

@@ -221,7 +221,7 @@ async def test_bad_messages_in_a_stream_are_logged_and_ignored(
     ):
         sid = phone.stream_sid
         media = {"event": "media", "streamSid": sid, "media": {"payload": "!!not base64"}}
-        bad = [
+        bad: list[tuple[str | bytes, str]] = [
             ("{not json", "not JSON"),
             ('{"event": "transcription", "streamSid": "x"}', "unknown event 'transcription'"),
             (b"\x00\x01\x02", "binary message of 3 bytes"),

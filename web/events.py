@@ -26,7 +26,7 @@ def page_event(event: SessionEvent) -> Event | None:
     match event:
         case VoiceActivityEvent(state, at_ms):
             return {"type": "vad", "state": state, "at_ms": at_ms}
-        case TranscriptEvent(text, final):
+        case TranscriptEvent(text, final, _):
             return {"type": "transcript", "final": final, "text": text}
         case AgentTextEvent(turn, text):
             return {"type": "agent_text", "turn": turn, "text": text}

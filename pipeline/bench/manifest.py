@@ -1,5 +1,6 @@
 """A benchmark manifest: one JSON object per line with `id`, `file` (relative to the
-manifest) and `text` (the reference transcript); other keys are kept but unused."""
+manifest), `text` (the reference transcript) and, for clips recorded or kept at telephone
+quality, `file_8k` (their 8 kHz file); other keys are ignored."""
 
 from __future__ import annotations
 
@@ -13,6 +14,8 @@ class ManifestClip:
     id: str
     path: Path
     text: str
+    telephone_path: Path | None = None
+    """The clip's 8 kHz file, which telephony benchmarks play when there is one."""
 
 
 def read_manifest(path: Path) -> list[ManifestClip]:
@@ -22,7 +25,15 @@ def read_manifest(path: Path) -> list[ManifestClip]:
             continue
         try:
             row = json.loads(line)
-            clips.append(ManifestClip(row["id"], path.parent / row["file"], row["text"]))
+            telephone = row.get("file_8k")
+            clips.append(
+                ManifestClip(
+                    row["id"],
+                    path.parent / row["file"],
+                    row["text"],
+                    None if telephone is None else path.parent / telephone,
+                )
+            )
         except (ValueError, KeyError, TypeError) as exc:
             raise ValueError(f"{path}:{number}: not a manifest line ({exc!r})") from exc
     if not clips:

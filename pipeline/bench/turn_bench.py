@@ -8,16 +8,20 @@ the clip's energy envelope, so ``user_speech_end`` in every trace is ground trut
 own estimate is kept beside it (``vad_speech_end_ms``).
 
 With ablations, every clip is run under every variant in the same process, variants
-interleaved clip by clip so that the machine's drift hits them alike.
+interleaved clip by clip so that the machine's drift hits them alike. Other transports
+(``--transport twilio``: the real ``/twilio`` endpoint, 8 kHz μ-law, played by a Twilio
+emulator) are interleaved the same way, each a variant of its own.
 """
 
 from __future__ import annotations
 
 import asyncio
 import itertools
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from pathlib import Path
 
+from llm import Turn
 from pipeline.bench.manifest import ManifestClip
 from pipeline.caller import SimulatedCaller
 from pipeline.clock import MonotonicClock
@@ -26,6 +30,7 @@ from pipeline.frames import AudioOutFrame, FinalTranscriptFrame, Frame
 from pipeline.recording_sink import RecordingSink
 from pipeline.session import SAMPLE_RATE, VoiceSession
 from pipeline.tracing import AnchorEvent, TurnTrace
+from pipeline.tracing.turn_trace import Annotation
 from voice.audio.speech_bounds import speech_bounds_ms
 from voice.audio.wavfile import read_audio
 
@@ -88,18 +93,23 @@ class _TurnWatch:
             self.speculative_hit = True  # the answer came from the speculative decode
 
 
+TurnRunner = Callable[[ManifestClip, Variant, str, int], Awaitable[list[TurnTrace]]]
+"""Plays one clip as one user turn through some transport — ``run_turn`` in process, the
+Twilio runner of ``web.twilio_bench`` over the real endpoint — and returns its traces,
+ground truth written in by ``with_ground_truth``."""
+
+
 async def run_turn(
     clip: ManifestClip, variant: Variant, session_id: str, concurrency: int
 ) -> list[TurnTrace]:
-    """One clip as one user turn; returns its traces with the ground truth written in."""
+    """One clip as one user turn, in process at 16 kHz: the pipeline a browser call runs."""
     audio = read_audio(clip.path, SAMPLE_RATE)
     _, speech_end = speech_bounds_ms(audio, SAMPLE_RATE)
     clock = MonotonicClock()
     traces, watch = _TraceList(), _TurnWatch()
-    config = variant.config.model_copy(update={"tracing": TracingConfig(jsonl_path=None)})
     session = VoiceSession(
-        config, RecordingSink(clock), session_id=session_id, output_sample_rate=SAMPLE_RATE,
-        clock=clock, trace_sinks=[traces], observers=[watch],
+        bench_config(variant.config), RecordingSink(clock), session_id=session_id,
+        output_sample_rate=SAMPLE_RATE, clock=clock, trace_sinks=[traces], observers=[watch],
     )  # fmt: skip
     await session.start()
     try:
@@ -114,52 +124,91 @@ async def run_turn(
             waited += 100
     finally:
         await session.cancel("bench turn measured")
-    reply = " ".join(t.text for t in session.history if t.speaker == "agent")  # may be cut
+    return with_ground_truth(
+        traces.turns,
+        clip,
+        variant.name,
+        true_end_ms=true_end,
+        history=session.history,
+        annotations={"concurrency": concurrency, "speculative_hit": watch.speculative_hit},
+    )
+
+
+def bench_config(config: CadenceConfig) -> CadenceConfig:
+    """``config`` with no trace log of its own: the bench writes the traces it collects."""
+    return config.model_copy(update={"tracing": TracingConfig(jsonl_path=None)})
+
+
+def with_ground_truth(
+    traces: list[TurnTrace],
+    clip: ManifestClip,
+    variant: str,
+    *,
+    true_end_ms: float,
+    history: list[Turn],
+    annotations: dict[str, Annotation],
+) -> list[TurnTrace]:
+    """The traces of one clip's turn with the truth written in: the real end of speech (on the
+    session's clock) as ``user_speech_end``, the reference and what was heard of the clip,
+    and whether the reply came before the caller had finished."""
+    reply = " ".join(t.text for t in history if t.speaker == "agent")  # may be cut
     # The clip is one utterance; if the engine split it into turns, the words of all of them
     # are what it heard of the clip: the last turn carries them, with the reference.
     heard = " ".join(
         str(t.annotations.get("transcript", ""))
-        for t in traces.turns
+        for t in traces
         if t.annotations.get("withdrawn") is not True
     )
-    for number, trace in enumerate(traces.turns, start=1):
-        if number == len(traces.turns):
+    for number, trace in enumerate(traces, start=1):
+        if number == len(traces):
             trace.annotations |= {"reference": clip.text, "transcript": heard}
         vad_end = trace.events.get(AnchorEvent.USER_SPEECH_END)
-        trace.events[AnchorEvent.USER_SPEECH_END] = true_end
+        trace.events[AnchorEvent.USER_SPEECH_END] = true_end_ms
         heard_at = trace.events.get(AnchorEvent.AUDIO_OUT_FIRST)
-        trace.annotations |= {
-            "variant": variant.name,
+        trace.annotations |= annotations | {
+            "variant": variant,
             "clip_id": clip.id,
             "reply": reply,
-            "concurrency": concurrency,
             "vad_speech_end_ms": vad_end,
-            "speculative_hit": watch.speculative_hit,
-            "premature": heard_at is not None and heard_at < true_end,
+            "premature": heard_at is not None and heard_at < true_end_ms,
         }
-    return traces.turns
+    return traces
 
 
 async def run_bench(
-    clips: list[ManifestClip], config: CadenceConfig, *, concurrency: int, ablate: list[str]
+    clips: list[ManifestClip],
+    config: CadenceConfig,
+    *,
+    concurrency: int,
+    ablate: list[str],
+    transports: dict[str, TurnRunner] | None = None,
 ) -> list[TurnTrace]:
-    """Every clip under every variant; ``concurrency`` sessions of one variant at a time."""
+    """Every clip under every variant through every transport (in process only, unless
+    ``transports`` names others); ``concurrency`` sessions of one kind at a time."""
+    runners = transports or {"direct": run_turn}
     chosen = variants(config, ablate)
     traces: list[TurnTrace] = []
     counter = itertools.count()
     for start in range(0, len(clips), concurrency):
         group = clips[start : start + concurrency]
-        for variant in chosen:
+        for (transport, runner), variant in itertools.product(runners.items(), chosen):
+            named = Variant(_variant_name(transport, variant.name), variant.config)
             results = await asyncio.gather(
                 *(
-                    run_turn(
-                        clip, variant, f"{variant.name}-{clip.id}-{next(counter)}", concurrency
-                    )
+                    runner(clip, named, f"{named.name}-{clip.id}-{next(counter)}", concurrency)
                     for clip in group
                 )
             )
             traces += [trace for result in results for trace in result]
     return traces
+
+
+def _variant_name(transport: str, variant: str) -> str:
+    """``full`` in process keeps its name; through another transport it is that transport's
+    (``twilio``), and an ablation through it ``twilio+no_speculation``."""
+    if transport == "direct":
+        return variant
+    return transport if variant == "full" else f"{transport}+{variant}"
 
 
 def write_traces(traces: list[TurnTrace], path: Path) -> None:

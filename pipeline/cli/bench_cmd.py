@@ -8,16 +8,51 @@ import os
 import platform
 import shlex
 import sys
+from contextlib import AsyncExitStack
 from pathlib import Path
 
 import typer
 from rich.console import Console
 
-from pipeline.bench.manifest import read_manifest
-from pipeline.bench.turn_bench import ABLATIONS, run_bench, variants, write_traces
+from pipeline.bench.manifest import ManifestClip, read_manifest
+from pipeline.bench.turn_bench import (
+    ABLATIONS,
+    TurnRunner,
+    run_bench,
+    run_turn,
+    variants,
+    write_traces,
+)
 from pipeline.bench.voice_bench import run_voice_bench, write_report
 from pipeline.cli._config_option import CONFIG_OPTION, load_config_or_exit
+from pipeline.config import CadenceConfig
 from pipeline.report import build_report
+from pipeline.tracing import TurnTrace
+
+TRANSPORTS = ("direct", "twilio")
+
+
+async def _run(
+    clips: list[ManifestClip],
+    config: CadenceConfig,
+    *,
+    concurrency: int,
+    ablate: list[str],
+    transports: list[str],
+) -> list[TurnTrace]:
+    async with AsyncExitStack() as stack:
+        runners: dict[str, TurnRunner] = {}
+        for name in transports:
+            if name == "direct":
+                runners[name] = run_turn
+            else:
+                # The composition root reaches up to web/ only when asked (see serve_cmd).
+                from web.twilio_bench import TwilioTurnRunner
+
+                runners[name] = await stack.enter_async_context(TwilioTurnRunner())
+        return await run_bench(
+            clips, config, concurrency=concurrency, ablate=ablate, transports=runners
+        )
 
 
 def machine_description() -> str:
@@ -60,6 +95,15 @@ def bench(
     ablate: str = typer.Option(
         "", "--ablate", help=f"Comma-separated variants beside the full one: {','.join(ABLATIONS)}."
     ),
+    transport: str = typer.Option(
+        "direct",
+        "--transport",
+        help="Comma-separated: direct (in process, 16 kHz), twilio (the real /twilio endpoint, "
+        "8 kHz μ-law, played by a Twilio emulator; clips' `file_8k` where they have one).",
+    ),
+    telephone: bool = typer.Option(
+        False, "--telephone", help="Only the clips with an 8 kHz telephone file (`file_8k`)."
+    ),
     limit: int | None = typer.Option(None, "--limit", help="Only the first N clips."),
     config: Path | None = CONFIG_OPTION,
 ) -> None:
@@ -70,12 +114,20 @@ def bench(
         chosen = variants(settings, ablations)
     except ValueError as exc:
         raise typer.BadParameter(str(exc), param_hint="--ablate") from exc
-    clips = read_manifest(manifest)[:limit]
+    transports = [name.strip() for name in transport.split(",") if name.strip()]
+    if not transports or set(transports) - set(TRANSPORTS):
+        raise typer.BadParameter(
+            f"choose from {', '.join(TRANSPORTS)}, got {transport!r}", param_hint="--transport"
+        )
+    clips = [c for c in read_manifest(manifest) if c.telephone_path or not telephone][:limit]
     Console(stderr=True).print(
-        f"{len(clips)} clips × {len(chosen)} variants, {concurrency} at a time, in real time",
+        f"{len(clips)} clips × {len(chosen)} variants × {len(transports)} transports, "
+        f"{concurrency} at a time, in real time",
         highlight=False,
     )
-    traces = asyncio.run(run_bench(clips, settings, concurrency=concurrency, ablate=ablations))
+    traces = asyncio.run(
+        _run(clips, settings, concurrency=concurrency, ablate=ablations, transports=transports)
+    )
     write_traces(traces, out / "traces.jsonl")
     build_report(
         traces,

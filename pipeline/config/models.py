@@ -169,8 +169,9 @@ class BudgetConfig(_Section):
 class ServerConfig(_Section):
     host: str = "127.0.0.1"
     """Interface to bind; loopback by default, so nothing is exposed unless asked."""
-    port: int = Field(8080, ge=1, le=65535)
-    """HTTP port of the demo page, signaling, telephony websockets, health and metrics."""
+    port: int = Field(8080, ge=0, le=65535)
+    """HTTP port of the demo page, signaling, telephony websockets, health and metrics; 0 = a
+    free port the system picks (printed at start)."""
     max_sessions: int = Field(8, ge=1)
     """Sessions beyond this are refused rather than degrading every call."""
 

@@ -227,6 +227,7 @@ class TwilioCall:
         self._sink = TwilioMediaSink(self.stream_sid, self._post)
         self._bad = _BadMessages(self.call_id, metrics)
         self._tasks: list[asyncio.Task[None]] = []
+        self._forwarder: asyncio.Task[None] | None = None
 
     @property
     def tasks(self) -> list[asyncio.Task[Any]]:
@@ -274,7 +275,7 @@ class TwilioCall:
             overlay=overlay,
             trace_sinks=[self._metrics],
         )
-        self._spawn(self._forward_events(self.session), "events")
+        self._forwarder = self._spawn(self._forward_events(self.session), "events")
         self._spawn(self._watch_session(self.session), "watch")
 
     async def _serve(self) -> None:
@@ -335,6 +336,8 @@ class TwilioCall:
     async def _release(self, writer: asyncio.Task[None]) -> None:
         if self.session is not None:
             await self.session.cancel("stream ended")
+        if self._forwarder is not None:  # the session's last events, its last trace among them
+            await asyncio.wait([self._forwarder], timeout=CLOSE_TIMEOUT_S)
         self._outbox.close(CloseCode.NORMAL, "stream ended")
         await asyncio.wait([writer], timeout=CLOSE_TIMEOUT_S)
         for task in self._tasks:
