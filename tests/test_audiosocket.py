@@ -392,20 +392,22 @@ async def test_a_connection_that_does_not_open_with_a_uuid_is_hung_up(
         assert errors(server, "telephony") == 1
 
 
-async def test_a_call_past_the_limit_is_refused_and_closing_hangs_up_on_the_rest(
+async def test_past_the_limit_a_call_is_refused_and_closing_the_server_ends_the_rest(
     caplog: pytest.LogCaptureFixture,
 ) -> None:
     config = audiosocket_config(max_sessions=1)
     async with running(config) as (server, _), dial(server) as first:
         await wait_until(lambda: first.call_id in server.calls, "the first call")
-        async with dial(server) as second:
-            assert await second.hung_up() == [Hangup()]
-        assert f"{second.call_id}: refused: the server is full" in caplog.text
-        assert errors(server, "refused") == 1
-        assert list(server.calls) == [first.call_id]
-        call = server.calls[first.call_id]
-        await server.close()
-        assert await first.hung_up() == [Hangup()]
+        async with dial(server, send_uuid=False) as silent:  # connected, no call yet
+            async with dial(server) as second:  # accepted after the silent one
+                assert await second.hung_up() == [Hangup()]
+            assert f"{second.call_id}: refused: the server is full" in caplog.text
+            assert errors(server, "refused") == 1
+            assert list(server.calls) == [first.call_id]
+            call = server.calls[first.call_id]
+            await server.close()
+            assert await first.hung_up() == [Hangup()]
+            assert await silent.hung_up() == []
         assert not server.calls
         assert call.tasks == []
 

@@ -287,8 +287,8 @@ class AudioSocketListener:
         self._port = port
         self._on_event = on_event
         self._listener: asyncio.Server | None = None
-        self._connections: set[asyncio.Task[Any]] = set()
-        self._calls: set[AudioSocketCall] = set()
+        self._connections: dict[asyncio.Task[None], AudioSocketCall | None] = {}
+        """The task serving each connection, and its call once it was admitted."""
 
     async def start(self) -> None:
         self._listener = await asyncio.start_server(self._accept, self._host, self._port)
@@ -305,20 +305,23 @@ class AudioSocketListener:
         if self._listener is None:
             return
         self._listener.close()
-        for call in self._calls:
-            call.hang_up("the server is closing")
-        if self._connections:
-            await asyncio.wait(self._connections, timeout=2 * CLOSE_TIMEOUT_S)
-        for task in self._connections:
-            task.cancel()  # still reading a UUID, or stuck: nothing more is waited for
-        await asyncio.gather(*self._connections, return_exceptions=True)
+        for task, call in self._connections.items():
+            if call is None:
+                task.cancel()  # no call yet (waiting for its UUID): nothing to hang up on
+            else:
+                call.hang_up("the server is closing")
+        tasks = list(self._connections)
+        if tasks:
+            await asyncio.wait(tasks, timeout=2 * CLOSE_TIMEOUT_S)
+        for task in tasks:
+            task.cancel()  # stuck: nothing more is waited for
+        await asyncio.gather(*tasks, return_exceptions=True)
         await self._listener.wait_closed()
         self._listener = None
 
     async def _accept(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        task = asyncio.current_task()
-        assert task is not None  # asyncio runs each connection's callback in a task of its own
-        self._connections.add(task)
+        task = _current_task()
+        self._connections[task] = None
         peer = writer.get_extra_info("peername")
         name = f"audiosocket@{peer[0]}:{peer[1]}" if peer else "audiosocket"
         try:
@@ -327,7 +330,9 @@ class AudioSocketListener:
             logger.exception("%s: the connection failed", name)
             await self._turn_away(writer, name, "internal error", ErrorKind.INTERNAL)
         finally:
-            self._connections.discard(task)
+            del self._connections[task]
+            if not writer.is_closing():  # cancelled before it was served
+                writer.close()
 
     async def _admit(
         self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter, name: str
@@ -358,11 +363,8 @@ class AudioSocketListener:
                 metrics=server.metrics,
                 on_event=self._on_event,
             )
-            self._calls.add(call)
-            try:
-                await server.run_call(call)
-            finally:
-                self._calls.discard(call)
+            self._connections[_current_task()] = call
+            await server.run_call(call)
 
     async def _turn_away(
         self,
@@ -374,3 +376,10 @@ class AudioSocketListener:
         """Serve no call on this connection: log why, hang up and close."""
         report_end(self._server.metrics, name, reason, kind)
         await close_connection(writer, hang_up=True)
+
+
+def _current_task() -> asyncio.Task[None]:
+    """The task serving a connection: asyncio runs each connection's callback in its own."""
+    task = asyncio.current_task()
+    assert task is not None
+    return task
