@@ -22,10 +22,13 @@ from websockets.asyncio.server import ServerConnection
 from websockets.exceptions import ConnectionClosed
 
 from pipeline.agent import Agent
-from pipeline.pipeline import PipelineClosedError, StageFailedError
+from pipeline.events import SessionEvent
+from pipeline.pipeline import PipelineClosedError
 from pipeline.session import VoiceSession
 from pipeline.tracing import STAGE_LATENCIES
 from voice.audio import Pcm16
+from web.call_session import CallSession
+from web.call_tasks import CallTasks
 from web.events import Event, page_event
 from web.metrics import ErrorKind, ServerMetrics
 from web.outbox import Outbox
@@ -62,15 +65,15 @@ class BrowserCall:
         self._agent = agent
         self._metrics = metrics
         self._outbox = Outbox(websocket, limit=MAX_QUEUED_EVENTS)
-        self._tasks: list[asyncio.Task[None]] = []
-        self._forwarder: asyncio.Task[None] | None = None
+        self._tasks = CallTasks(call_id)
+        self._call_session: CallSession | None = None
         self.session: VoiceSession | None = None
         self.transport: WebRTCTransport | None = None
 
     @property
     def tasks(self) -> list[asyncio.Task[Any]]:
         """Every task of this call still running: its own, the transport's, the session's."""
-        owned: list[asyncio.Task[Any]] = [t for t in self._tasks if not t.done()]
+        owned = self._tasks.running
         if self.transport is not None:
             owned += self.transport.tasks
         if self.session is not None:
@@ -79,7 +82,7 @@ class BrowserCall:
 
     async def run(self) -> None:
         """Serve the visitor until the call ends; everything of it is released on return."""
-        writer = self._spawn(self._outbox.run(), "events")
+        writer = self._tasks.spawn(self._outbox.run(), "writer")
         try:
             self._post(
                 {
@@ -134,8 +137,9 @@ class BrowserCall:
             sink=transport.output,
             trace_sinks=[self._metrics],
         )
-        self._forwarder = self._spawn(self._forward_events(self.session), "page-events")
-        self._spawn(self._watch_session(self.session), "watch")
+        self._call_session = CallSession(
+            self.session, self._tasks, on_event=self._page_event, on_failure=self._session_failed
+        )
         try:
             answer = await transport.answer(offer.sdp)
         except Exception as exc:
@@ -148,25 +152,21 @@ class BrowserCall:
     async def _feed(self, pcm: Pcm16, sample_rate: int) -> None:
         if self.session is None:
             return
-        # A failed session refuses audio; _watch_session is ending the call.
+        # A failed session refuses audio; _session_failed is ending the call.
         with contextlib.suppress(PipelineClosedError):
             await self.session.feed(pcm, sample_rate)
 
-    async def _forward_events(self, session: VoiceSession) -> None:
-        async for event in session.events:
-            if (page := page_event(event)) is not None:
-                self._post(page)
+    def _page_event(self, event: SessionEvent) -> None:
+        if (page := page_event(event)) is not None:
+            self._post(page)
 
-    async def _watch_session(self, session: VoiceSession) -> None:
-        try:
-            await session.pipeline.wait()
-        except StageFailedError:
-            self._metrics.errors.labels(ErrorKind.SESSION_FAILED.value).inc()
-            self._fail(
-                "session_failed",
-                "the voice session failed; the server log has the details",
-                CloseCode.INTERNAL_ERROR,
-            )
+    def _session_failed(self) -> None:
+        self._metrics.errors.labels(ErrorKind.SESSION_FAILED.value).inc()
+        self._fail(
+            "session_failed",
+            "the voice session failed; the server log has the details",
+            CloseCode.INTERNAL_ERROR,
+        )
 
     def _connection_lost(self) -> None:
         self._metrics.errors.labels(ErrorKind.CONNECTION_LOST.value).inc()
@@ -189,20 +189,11 @@ class BrowserCall:
         # trace is still posted to the page; then the socket.
         if self.transport is not None:
             await self.transport.close()
-        if self.session is not None:
-            await self.session.cancel("call ended")
-        if self._forwarder is not None:  # the session's last events, its last trace among them
-            await asyncio.wait([self._forwarder], timeout=CLOSE_TIMEOUT_S)
+        if self._call_session is not None:
+            await self._call_session.end("call ended")
         self._outbox.close(CloseCode.NORMAL, "call ended")
         await asyncio.wait([writer], timeout=CLOSE_TIMEOUT_S)
-        for task in self._tasks:
-            task.cancel()
-        await asyncio.gather(*self._tasks, return_exceptions=True)
-        self._tasks.clear()
+        await self._tasks.cancel()
+        self._call_session = None
         self.session = None
         self.transport = None
-
-    def _spawn(self, work: Any, name: str) -> asyncio.Task[None]:
-        task: asyncio.Task[None] = asyncio.create_task(work, name=f"{self.call_id}:{name}")
-        self._tasks.append(task)
-        return task

@@ -26,10 +26,11 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from pipeline.agent import Agent
-from pipeline.events import EventHandler
+from pipeline.events import EventHandler, SessionEvent
 from pipeline.frames import AudioOutFrame
-from pipeline.pipeline import PipelineClosedError, StageFailedError
+from pipeline.pipeline import PipelineClosedError
 from pipeline.session import VoiceSession
+from web.call_session import CallSession
 from web.call_tasks import CallTasks
 from web.metrics import ErrorKind, ServerMetrics
 from web.serializers.audiosocket import (
@@ -127,7 +128,7 @@ class AudioSocketCall:
         """Whether to send Asterisk a hang-up on the way out (we end the call, not the caller)."""
         self._tasks = CallTasks(call_id)
         self._receiver: asyncio.Task[None] | None = None
-        self._forwarder: asyncio.Task[None] | None = None
+        self._call_session: CallSession | None = None
 
     @property
     def tasks(self) -> list[asyncio.Task[Any]]:
@@ -147,8 +148,9 @@ class AudioSocketCall:
                 trace_sinks=[self._metrics],
             )
             self._receiver = self._tasks.spawn(self._receive(self.session), "receive")
-            self._forwarder = self._tasks.spawn(self._forward_events(self.session), "events")
-            self._tasks.spawn(self._watch_session(self.session), "watch")
+            self._call_session = CallSession(
+                self.session, self._tasks, on_event=self._hand_on, on_failure=self._session_failed
+            )
             await self._ended.wait()
         except Exception:
             logger.exception("%s: the call failed", self.call_id)
@@ -186,21 +188,17 @@ class AudioSocketCall:
         except ConnectionError as exc:
             self._end(f"the connection was lost ({exc!r})")
         except PipelineClosedError:
-            pass  # the session failed; _watch_session is ending the call
+            pass  # the session failed; _session_failed is ending the call
         except Exception:
             logger.exception("%s: reading the call failed", self.call_id)
             self._end("internal error", kind=ErrorKind.INTERNAL, hang_up=True)
 
-    async def _forward_events(self, session: VoiceSession) -> None:
-        async for event in session.events:
-            if self._on_event is not None:
-                self._on_event(self.call_id, event)
+    def _hand_on(self, event: SessionEvent) -> None:
+        if self._on_event is not None:
+            self._on_event(self.call_id, event)
 
-    async def _watch_session(self, session: VoiceSession) -> None:
-        try:
-            await session.pipeline.wait()
-        except StageFailedError:
-            self._end("the voice session failed", kind=ErrorKind.SESSION_FAILED, hang_up=True)
+    def _session_failed(self) -> None:
+        self._end("the voice session failed", kind=ErrorKind.SESSION_FAILED, hang_up=True)
 
     def _stalled(self) -> None:
         self._writer.transport.abort()  # what it holds would never be read: drop it now
@@ -224,12 +222,11 @@ class AudioSocketCall:
         # the socket.
         if self._receiver is not None:
             self._receiver.cancel()
-        if self.session is not None:
-            await self.session.cancel("call ended")
-        if self._forwarder is not None:
-            await asyncio.wait([self._forwarder], timeout=CLOSE_TIMEOUT_S)
+        if self._call_session is not None:
+            await self._call_session.end("call ended")
         await close_connection(self._writer, hang_up=self._hang_up)
         await self._tasks.cancel()
+        self._call_session = None
         self.session = None
 
 

@@ -33,12 +33,14 @@ from websockets.exceptions import ConnectionClosed
 
 from pipeline.agent import Agent
 from pipeline.config import UnknownOverlayError
-from pipeline.events import EventHandler
+from pipeline.events import EventHandler, SessionEvent
 from pipeline.frames import AudioOutFrame
-from pipeline.pipeline import PipelineClosedError, StageFailedError
+from pipeline.pipeline import PipelineClosedError
 from pipeline.playback_ledger import PlaybackLedger
 from pipeline.session import VoiceSession
 from voice.audio import ulaw_decode, ulaw_encode
+from web.call_session import CallSession
+from web.call_tasks import CallTasks
 from web.metrics import ErrorKind, ServerMetrics
 from web.outbox import Outbox
 from web.serializers.twilio import (
@@ -226,18 +228,18 @@ class TwilioCall:
         self._outbox = Outbox(websocket, limit=MAX_QUEUED_MESSAGES)
         self._sink = TwilioMediaSink(self.stream_sid, self._post)
         self._bad = _BadMessages(self.call_id, metrics)
-        self._tasks: list[asyncio.Task[None]] = []
-        self._forwarder: asyncio.Task[None] | None = None
+        self._tasks = CallTasks(self.call_id)
+        self._call_session: CallSession | None = None
 
     @property
     def tasks(self) -> list[asyncio.Task[Any]]:
-        owned: list[asyncio.Task[Any]] = [t for t in self._tasks if not t.done()]
+        owned = self._tasks.running
         if self.session is not None:
             owned += self.session.pipeline.tasks
         return owned
 
     async def run(self) -> None:
-        writer = self._spawn(self._outbox.run(), "writer")
+        writer = self._tasks.spawn(self._outbox.run(), "writer")
         try:
             await self._open()
             await self._serve()
@@ -275,8 +277,9 @@ class TwilioCall:
             overlay=overlay,
             trace_sinks=[self._metrics],
         )
-        self._forwarder = self._spawn(self._forward_events(self.session), "events")
-        self._spawn(self._watch_session(self.session), "watch")
+        self._call_session = CallSession(
+            self.session, self._tasks, on_event=self._hand_on, on_failure=self._session_failed
+        )
 
     async def _serve(self) -> None:
         async for raw in self._ws:
@@ -313,7 +316,7 @@ class TwilioCall:
                 case MarkMessage() if not self._sink.echoed(message.mark.name):
                     logger.debug("%s: mark %r was flushed", self.call_id, message.mark.name)
         except PipelineClosedError:
-            pass  # the session failed; _watch_session is ending the call
+            pass  # the session failed; _session_failed is ending the call
 
     def _post(self, message: TwilioMessage) -> None:
         if not self._outbox.post(encode(message)) and not self._outbox.closing:
@@ -321,32 +324,19 @@ class TwilioCall:
             logger.warning("%s: Twilio is not reading; ending the call", self.call_id)
             self._outbox.close(CloseCode.POLICY_VIOLATION, "not reading")
 
-    async def _forward_events(self, session: VoiceSession) -> None:
-        async for event in session.events:
-            if self._on_event is not None:
-                self._on_event(self.call_id, event)
+    def _hand_on(self, event: SessionEvent) -> None:
+        if self._on_event is not None:
+            self._on_event(self.call_id, event)
 
-    async def _watch_session(self, session: VoiceSession) -> None:
-        try:
-            await session.pipeline.wait()
-        except StageFailedError:
-            self._metrics.errors.labels(ErrorKind.SESSION_FAILED.value).inc()
-            self._outbox.close(CloseCode.INTERNAL_ERROR, "session failed")
+    def _session_failed(self) -> None:
+        self._metrics.errors.labels(ErrorKind.SESSION_FAILED.value).inc()
+        self._outbox.close(CloseCode.INTERNAL_ERROR, "session failed")
 
     async def _release(self, writer: asyncio.Task[None]) -> None:
-        if self.session is not None:
-            await self.session.cancel("stream ended")
-        if self._forwarder is not None:  # the session's last events, its last trace among them
-            await asyncio.wait([self._forwarder], timeout=CLOSE_TIMEOUT_S)
+        if self._call_session is not None:
+            await self._call_session.end("stream ended")
         self._outbox.close(CloseCode.NORMAL, "stream ended")
         await asyncio.wait([writer], timeout=CLOSE_TIMEOUT_S)
-        for task in self._tasks:
-            task.cancel()
-        await asyncio.gather(*self._tasks, return_exceptions=True)
-        self._tasks.clear()
+        await self._tasks.cancel()
+        self._call_session = None
         self.session = None
-
-    def _spawn(self, work: Any, name: str) -> asyncio.Task[None]:
-        task: asyncio.Task[None] = asyncio.create_task(work, name=f"{self.call_id}:{name}")
-        self._tasks.append(task)
-        return task
