@@ -33,7 +33,8 @@ class ErrorKind(StrEnum):
     INTERNAL = "internal"
     """A call raised where it should not have: a bug, logged with its traceback."""
     CONNECTION_LOST = "connection_lost"
-    """A WebRTC connection failed (ICE or DTLS) or was closed by the browser alone."""
+    """A connection failed or went quiet: WebRTC (ICE or DTLS failed, or the browser closed it
+    alone), or an Asterisk that reported an error or stopped reading."""
 
 
 class ServerMetrics:
