@@ -84,6 +84,20 @@ def test_streaming_resampler_is_continuous_across_chunk_borders(
     assert abs(np.argmax(spectrum) - 440) <= 1
 
 
+@pytest.mark.parametrize(("in_rate", "out_rate"), [(48000, 16000), (8000, 16000), (22050, 8000)])
+def test_streaming_resampler_holds_back_only_a_few_milliseconds(
+    in_rate: int, out_rate: int
+) -> None:
+    # Whatever the converter keeps after a chunk is latency every live turn pays.
+    stream = StreamResampler(in_rate, out_rate)
+    chunk = tone(440, in_rate, seconds=0.02)
+    produced = 0
+    for chunks in range(1, 51):
+        produced += len(stream.process(chunk))
+        held_ms = 20 * chunks - 1000 * produced / out_rate
+        assert held_ms <= 10, f"{held_ms:.1f} ms held back after {chunks} chunks"
+
+
 def test_resampling_down_filters_out_what_would_alias() -> None:
     # 10 kHz cannot exist at 16 kHz; a naive interpolation folds it down to 6 kHz.
     out = resample(tone(10_000, 48000), 48000, 16000)

@@ -76,8 +76,6 @@ class BrowserCall:
         owned = self._tasks.running
         if self.transport is not None:
             owned += self.transport.tasks
-        if self.session is not None:
-            owned += self.session.pipeline.tasks
         return owned
 
     async def run(self) -> None:

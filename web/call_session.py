@@ -29,6 +29,7 @@ class CallSession:
         """``on_event`` gets each event of the session; ``on_failure`` is called if a stage of
         it fails (the session is over then; the call should end)."""
         self.session = session
+        tasks.include(session)
         self._on_event = on_event
         self._on_failure = on_failure
         self._forwarder = tasks.spawn(self._forward(), "events")

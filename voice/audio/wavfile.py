@@ -21,7 +21,7 @@ class AudioFileError(ValueError):
 
 def read_audio(path: Path, sample_rate: int) -> Pcm16:
     """Read ``path`` as mono PCM16 at ``sample_rate``: channels are averaged, samples of any
-    width or float converted, other rates resampled with soxr."""
+    width or float converted, other rates resampled."""
     try:
         samples, rate = soundfile.read(path, dtype="float64", always_2d=True)
     except (soundfile.LibsndfileError, RuntimeError, OSError) as exc:

@@ -133,10 +133,7 @@ class AudioSocketCall:
     @property
     def tasks(self) -> list[asyncio.Task[Any]]:
         """Every task of this call still running: its own and the session's."""
-        owned = self._tasks.running
-        if self.session is not None:
-            owned += self.session.pipeline.tasks
-        return owned
+        return self._tasks.running
 
     async def run(self) -> None:
         """Serve the call until it ends; everything of it is released on return."""

