@@ -23,7 +23,8 @@ CONFIG_KEY = "models.llm.checkpoint"
 
 
 class CheckpointError(RuntimeError):
-    """A checkpoint is missing or unreadable; the message names the config key to fix."""
+    """A checkpoint is missing or unreadable, or cannot run as configured; the message names
+    the config key to fix."""
 
 
 @dataclass

@@ -13,12 +13,15 @@ from collections.abc import AsyncGenerator, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Protocol
 
+import torch
+
 from llm.autoregressive import AutoregressiveDecoder
 from llm.block_diffusion import BlockDiffusionDecoder
 from llm.checkpoint import CheckpointError, LoadedModel, load_model
 from llm.decoding import DecodingOptions, ReplyStats
 from llm.dialogue import Turn
 from llm.emission import ReplyPiece
+from llm.graphed_decoder import GraphedBlockDiffusionDecoder
 from pipeline.clock import Clock, MonotonicClock
 from pipeline.config.models import LlmConfig
 
@@ -64,6 +67,11 @@ class TurnGenerator:
         """Statistics of the latest reply (steps per block, timings, final text)."""
         self._lock = asyncio.Lock()
 
+    @property
+    def decoder(self) -> _Decoder:
+        """The decoder behind the generator (which one, the backend and device decide)."""
+        return self._decoder
+
     def prompt(self, history: Sequence[Turn]) -> list[int]:
         """Token ids the reply to ``history`` is generated from."""
         return self._loaded.format.prompt(
@@ -100,9 +108,13 @@ class DiffusionTurnGenerator(TurnGenerator):
     def __init__(
         self, loaded: LoadedModel, options: GeneratorOptions, clock: Clock | None = None
     ) -> None:
-        decoder = BlockDiffusionDecoder(
-            loaded.model, loaded.format, options.decoding, clock or MonotonicClock()
+        # On CUDA the in-block steps replay captured graphs; elsewhere they run eagerly.
+        kind = (
+            GraphedBlockDiffusionDecoder
+            if loaded.model.embedding.weight.device.type == "cuda"
+            else BlockDiffusionDecoder
         )
+        decoder = kind(loaded.model, loaded.format, options.decoding, clock or MonotonicClock())
         super().__init__(decoder, loaded, options)
 
 
@@ -125,6 +137,7 @@ def create_generator(config: LlmConfig, clock: Clock | None = None) -> TurnGener
     if config.backend == "remote":
         raise NotImplementedError("models.llm.backend: the remote backend is not built yet")
     loaded = load_model(config.checkpoint)
+    loaded.model.to(_device(config.device))
     wanted = "block_causal" if config.backend == "dllm" else "causal"
     if loaded.model.config.attention != wanted:
         raise CheckpointError(
@@ -152,3 +165,15 @@ async def _next_in_thread(pieces: Iterator[ReplyPiece]) -> ReplyPiece | None:
     except asyncio.CancelledError:
         await asyncio.gather(step, return_exceptions=True)
         raise
+
+
+def _device(name: str) -> torch.device:
+    """``models.llm.device`` as a torch device; ``cuda`` without one fails fast, by name."""
+    if name == "auto":
+        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    if name == "cuda" and not torch.cuda.is_available():
+        raise CheckpointError(
+            "models.llm.device: cuda, but torch sees no CUDA device (this torch is "
+            f"{torch.__version__}); set it to cpu or auto"
+        )
+    return torch.device(name)

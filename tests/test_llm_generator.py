@@ -8,6 +8,7 @@ from collections.abc import Iterator
 
 import llm_tiny
 import pytest
+import torch
 
 from llm import (
     AutoregressiveTurnGenerator,
@@ -19,8 +20,10 @@ from llm import (
     TurnGenerator,
     create_generator,
 )
-from llm.checkpoint import EMBEDDED_DIR, LoadedModel
+from llm.block_diffusion import BlockDiffusionDecoder
+from llm.checkpoint import EMBEDDED_DIR, CheckpointError, LoadedModel
 from llm.decoding import DecodingOptions
+from llm.graphed_decoder import GraphedBlockDiffusionDecoder
 from pipeline.clock import VirtualClock
 from pipeline.config.models import LlmConfig
 
@@ -95,6 +98,15 @@ def test_a_checkpoint_that_does_not_fit_the_backend_is_refused() -> None:
         pytest.skip("shipped checkpoints not trained yet")
     with pytest.raises(Exception, match=r"models\.llm\.checkpoint"):
         create_generator(LlmConfig(backend="dllm", checkpoint="embedded:ar"))
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="checks the machine without CUDA")
+def test_the_device_is_chosen_by_config_and_a_missing_gpu_is_named() -> None:
+    with pytest.raises(CheckpointError, match=r"models\.llm\.device: cuda, but torch sees no"):
+        create_generator(LlmConfig(device="cuda"))
+    generator = create_generator(LlmConfig(device="auto"))  # no CUDA here: the CPU path
+    assert isinstance(generator.decoder, BlockDiffusionDecoder)
+    assert not isinstance(generator.decoder, GraphedBlockDiffusionDecoder)
 
 
 async def test_a_cancelled_stream_finishes_its_step_before_the_next_reply_starts() -> None:

@@ -64,6 +64,10 @@ class LlmConfig(_Section):
     OpenAI-compatible service (see `remote`)."""
     checkpoint: str = "embedded:dllm"
     """`embedded:dllm` / `embedded:ar` (shipped with Cadence) or a checkpoint path."""
+    device: Literal["cpu", "cuda", "auto"] = "cpu"
+    """Where the generator runs. On `cuda` the block-diffusion decode step uses the Triton
+    kernels and replays one captured CUDA graph per step (docs/kernels.md); `auto` = `cuda`
+    when there is one."""
     block_size: int = Field(8, ge=1)
     """Tokens denoised together; attention is bidirectional inside a block."""
     confidence_threshold: float = Field(0.7, gt=0.0, le=1.0)
