@@ -17,15 +17,18 @@ from llm.dialogue import Turn
 from llm.emission import ReplyPiece
 from llm.generator import (
     AutoregressiveTurnGenerator,
+    DecoderTurnGenerator,
     DiffusionTurnGenerator,
     GeneratorOptions,
     TurnGenerator,
     create_generator,
+    load_local_generator,
 )
 
 __all__ = [
     "AutoregressiveTurnGenerator",
     "CheckpointError",
+    "DecoderTurnGenerator",
     "DiffusionTurnGenerator",
     "GeneratorOptions",
     "ReplyPiece",
@@ -33,4 +36,5 @@ __all__ = [
     "Turn",
     "TurnGenerator",
     "create_generator",
+    "load_local_generator",
 ]

@@ -1,7 +1,9 @@
 """The turn generator the pipeline calls: an async stream of reply pieces per turn.
 
-One interface for both models: :class:`DiffusionTurnGenerator` (block diffusion, the default)
-and :class:`AutoregressiveTurnGenerator` (the baseline). Decoding is synchronous PyTorch work;
+``TurnGenerator`` is the interface every backend meets (``create_generator`` picks one from
+``models.llm``). The local models share :class:`DecoderTurnGenerator`:
+:class:`DiffusionTurnGenerator` (block diffusion, the default) and
+:class:`AutoregressiveTurnGenerator` (the baseline). Decoding is synchronous PyTorch work;
 each piece is computed in a worker thread so the event loop keeps moving audio meanwhile, and
 turns of one generator are serialised because they share the conversation's KV cache.
 """
@@ -9,7 +11,7 @@ turns of one generator are serialised because they share the conversation's KV c
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncGenerator, Iterator, Sequence
+from collections.abc import AsyncGenerator, AsyncIterator, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Protocol
 
@@ -56,8 +58,23 @@ class _Decoder(Protocol):
     ) -> Iterator[ReplyPiece]: ...
 
 
-class TurnGenerator:
-    """Generates the agent's next turn from the conversation so far."""
+class TurnGenerator(Protocol):
+    """Generates the agent's next turn from the conversation so far — what the turn engine
+    needs of any backend."""
+
+    async def prefill(self, history: Sequence[Turn]) -> None:
+        """Prepare for the reply after ``history`` plus one more user turn (called while the
+        user speaks); a backend with nothing to prepare returns at once."""
+        ...
+
+    def stream(self, history: Sequence[Turn]) -> AsyncIterator[ReplyPiece]:
+        """The reply to ``history`` (ending with the user's turn), piece by piece as it is
+        decided; cancelling the iteration stops the work."""
+        ...
+
+
+class DecoderTurnGenerator:
+    """A turn generator over a local model's decoder."""
 
     def __init__(self, decoder: _Decoder, loaded: LoadedModel, options: GeneratorOptions) -> None:
         self._decoder = decoder
@@ -102,7 +119,7 @@ class TurnGenerator:
         return "".join([piece.text async for piece in self.stream(history)])
 
 
-class DiffusionTurnGenerator(TurnGenerator):
+class DiffusionTurnGenerator(DecoderTurnGenerator):
     """Block-diffusion turn generator (threshold commits, early emission, deadlines)."""
 
     def __init__(
@@ -118,7 +135,7 @@ class DiffusionTurnGenerator(TurnGenerator):
         super().__init__(decoder, loaded, options)
 
 
-class AutoregressiveTurnGenerator(TurnGenerator):
+class AutoregressiveTurnGenerator(DecoderTurnGenerator):
     """Greedy autoregressive baseline with the same interface."""
 
     def __init__(
@@ -131,11 +148,16 @@ class AutoregressiveTurnGenerator(TurnGenerator):
 
 
 def create_generator(config: LlmConfig, clock: Clock | None = None) -> TurnGenerator:
-    """The generator ``config`` names (``models.llm``), its checkpoint loaded; fails fast with
-    a :class:`CheckpointError` naming the config key when the checkpoint is missing or does
-    not fit the backend."""
+    """The generator ``config`` names (``models.llm``), ready; fails fast with a
+    :class:`CheckpointError` naming the config key when its model cannot be had."""
     if config.backend == "remote":
         raise NotImplementedError("models.llm.backend: the remote backend is not built yet")
+    return load_local_generator(config, clock)
+
+
+def load_local_generator(config: LlmConfig, clock: Clock | None = None) -> DecoderTurnGenerator:
+    """A local model's generator (backends ``dllm`` and ``ar``), its checkpoint loaded on
+    ``config.device``; the checkpoint must fit the backend."""
     loaded = load_model(config.checkpoint)
     loaded.model.to(_device(config.device))
     wanted = "block_causal" if config.backend == "dllm" else "causal"

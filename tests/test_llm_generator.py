@@ -12,13 +12,13 @@ import torch
 
 from llm import (
     AutoregressiveTurnGenerator,
+    DecoderTurnGenerator,
     DiffusionTurnGenerator,
     GeneratorOptions,
     ReplyPiece,
     ReplyStats,
     Turn,
-    TurnGenerator,
-    create_generator,
+    load_local_generator,
 )
 from llm.block_diffusion import BlockDiffusionDecoder
 from llm.checkpoint import EMBEDDED_DIR, CheckpointError, LoadedModel
@@ -35,7 +35,7 @@ HISTORY = [
 OPTIONS = GeneratorOptions(decoding=DecodingOptions(max_reply_tokens=9), max_context_tokens=64)
 
 
-def _generators() -> list[TurnGenerator]:
+def _generators() -> list[DecoderTurnGenerator]:
     fmt = llm_tiny.dialogue_format()
     return [
         DiffusionTurnGenerator(
@@ -87,7 +87,7 @@ async def test_shipped_checkpoint_answers_a_request(backend: str) -> None:
     config = LlmConfig(
         backend="dllm" if backend == "dllm" else "ar", checkpoint=f"embedded:{backend}"
     )
-    generator = create_generator(config)
+    generator = load_local_generator(config)
     reply = await generator.reply([Turn("user", "Can you book me a table for two tonight?")])
     assert reply.strip()
     assert generator.last_stats.steps_per_block
@@ -97,14 +97,14 @@ def test_a_checkpoint_that_does_not_fit_the_backend_is_refused() -> None:
     if not (EMBEDDED_DIR / "ar.pt").exists():
         pytest.skip("shipped checkpoints not trained yet")
     with pytest.raises(Exception, match=r"models\.llm\.checkpoint"):
-        create_generator(LlmConfig(backend="dllm", checkpoint="embedded:ar"))
+        load_local_generator(LlmConfig(backend="dllm", checkpoint="embedded:ar"))
 
 
 @pytest.mark.skipif(torch.cuda.is_available(), reason="checks the machine without CUDA")
 def test_the_device_is_chosen_by_config_and_a_missing_gpu_is_named() -> None:
     with pytest.raises(CheckpointError, match=r"models\.llm\.device: cuda, but torch sees no"):
-        create_generator(LlmConfig(device="cuda"))
-    generator = create_generator(LlmConfig(device="auto"))  # no CUDA here: the CPU path
+        load_local_generator(LlmConfig(device="cuda"))
+    generator = load_local_generator(LlmConfig(device="auto"))  # no CUDA here: the CPU path
     assert isinstance(generator.decoder, BlockDiffusionDecoder)
     assert not isinstance(generator.decoder, GraphedBlockDiffusionDecoder)
 

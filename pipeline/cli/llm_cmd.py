@@ -155,7 +155,7 @@ def generate_command(
 
     from llm.checkpoint import CheckpointError
     from llm.dialogue import Turn
-    from llm.generator import create_generator
+    from llm.generator import load_local_generator
 
     settings = load_config_or_exit(config).models.llm
     chosen = backend or settings.backend
@@ -172,7 +172,7 @@ def generate_command(
     turns.append(Turn("user", text))
     console = Console()
     try:
-        generator = create_generator(settings)
+        generator = load_local_generator(settings)
     except CheckpointError as exc:
         Console(stderr=True).print(f"[bold red]error[/] {exc}", highlight=False)
         raise typer.Exit(EXIT_BAD_CONFIG) from exc
