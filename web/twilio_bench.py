@@ -19,6 +19,8 @@ from collections import defaultdict
 from contextlib import AsyncExitStack
 from types import TracebackType
 
+from websockets.exceptions import ConnectionClosed
+
 from pipeline.bench.manifest import ManifestClip
 from pipeline.bench.turn_bench import (
     LEAD_MS,
@@ -37,15 +39,22 @@ from voice.audio.wavfile import read_audio
 from web.emulators.twilio import TwilioEmulator
 from web.serializers.twilio import SAMPLE_RATE
 from web.server import CadenceServer
+from web.signaling import CloseCode
 
 POLL_MS = 100.0
 
 
-class TwilioTurnRunner:
-    """A ``TurnRunner`` over ``/twilio``: one server per variant, started on first use and
-    closed with the runner (``async with``)."""
+class CallRefusedError(RuntimeError):
+    """The server turned the call away (close code 1013: it is full)."""
 
-    def __init__(self) -> None:
+
+class TwilioTurnRunner:
+    """A ``TurnRunner`` over ``/twilio``: one server per configuration, started on first use
+    and closed with the runner (``async with``). ``server`` sets its admission limit; by
+    default it admits every call (a benchmark measures latency, not refusals)."""
+
+    def __init__(self, server: ServerConfig | None = None) -> None:
+        self._server_settings = server or ServerConfig(max_sessions=1024)
         self._stack = AsyncExitStack()
         self._servers: dict[str, CadenceServer] = {}
         self._traces: defaultdict[str, list[TurnTrace]] = defaultdict(list)
@@ -75,7 +84,12 @@ class TwilioTurnRunner:
         call_id = f"twilio-{stream_sid}"
         url = f"ws://127.0.0.1:{server.port}{server.config.telephony.twilio_path}"
         async with TwilioEmulator(url, stream_sid=stream_sid) as phone:
-            await phone.pause(LEAD_MS)  # the session opens meanwhile
+            try:
+                await phone.pause(LEAD_MS)  # the session opens meanwhile
+            except ConnectionClosed as exc:
+                if exc.rcvd is not None and exc.rcvd.code == CloseCode.TRY_AGAIN_LATER:
+                    raise CallRefusedError(f"{call_id}: {exc.rcvd.reason}") from None
+                raise
             session = _session(server, call_id)
             offset_ms = session.clock.now_ms() - phone.now_ms()  # emulator → session clock
             true_end = phone.position_ms + speech_end
@@ -102,13 +116,18 @@ class TwilioTurnRunner:
             },
         )
 
+    @property
+    def calls_in_progress(self) -> int:
+        return sum(len(server.calls) for server in self._servers.values())
+
     async def _server(self, variant: Variant) -> CadenceServer:
-        if variant.name not in self._servers:
-            server_settings = ServerConfig(host="127.0.0.1", port=0, max_sessions=64)
-            config = bench_config(variant.config).model_copy(update={"server": server_settings})
+        key = variant.config.model_dump_json()
+        if key not in self._servers:
+            loopback = self._server_settings.model_copy(update={"host": "127.0.0.1", "port": 0})
+            config = bench_config(variant.config).model_copy(update={"server": loopback})
             server = CadenceServer(config, on_event=self._on_event)
-            self._servers[variant.name] = await self._stack.enter_async_context(server)
-        return self._servers[variant.name]
+            self._servers[key] = await self._stack.enter_async_context(server)
+        return self._servers[key]
 
     def _on_event(self, call_id: str, event: SessionEvent) -> None:
         match event:

@@ -11,6 +11,7 @@ from pipeline.cli import (
     config_cmd,
     converse_cmd,
     llm_cmd,
+    loadtest_cmd,
     report_cmd,
     serve_cmd,
     voice_cmd,
@@ -35,6 +36,7 @@ app.command("bench-voice")(bench_cmd.bench_voice)
 app.command("converse")(converse_cmd.converse)
 app.command("report")(report_cmd.report)
 app.command("serve")(serve_cmd.serve)
+app.command("loadtest")(loadtest_cmd.loadtest)
 
 
 @app.callback()

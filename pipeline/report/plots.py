@@ -41,9 +41,9 @@ def write_plots(
 ) -> None:
     """Draw every figure of ``PLOTS`` into ``out``: the waterfall and the stage boxes of the
     primary variant, the CDF of every variant."""
-    _save(waterfall(groups[primary], primary, budget), out / "waterfall.png")
-    _save(voice_to_voice_cdf(groups, budget), out / "cdf.png")
-    _save(stage_boxes(groups[primary], primary, budget), out / "stages.png")
+    save_figure(waterfall(groups[primary], primary, budget), out / "waterfall.png")
+    save_figure(voice_to_voice_cdf(groups, budget), out / "cdf.png")
+    save_figure(stage_boxes(groups[primary], primary, budget), out / "stages.png")
 
 
 def waterfall(turns: Sequence[TurnTrace], variant: str, budget: BudgetConfig) -> Figure:
@@ -173,6 +173,7 @@ def _no_data(ax: Axes, message: str) -> None:
     ax.text(0.5, 0.5, message, transform=ax.transAxes, ha="center", va="center")
 
 
-def _save(fig: Figure, path: Path) -> None:
+def save_figure(fig: Figure, path: Path) -> None:
+    """Draw ``fig`` into a PNG file (no pyplot, no display)."""
     FigureCanvasAgg(fig)
     fig.savefig(path, dpi=_DPI)
