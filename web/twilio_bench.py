@@ -98,7 +98,6 @@ class TwilioTurnRunner:
             while waited < TAIL_MS or (not phone.played and waited < MAX_REPLY_WAIT_MS):
                 await phone.pause(POLL_MS)
                 waited += POLL_MS
-            history = session.history
         await self._ended[call_id].wait()  # its last trace comes as the call is released
         del self._ended[call_id]
         heard = phone.first_heard_ms
@@ -107,7 +106,6 @@ class TwilioTurnRunner:
             clip,
             variant.name,
             true_end_ms=true_end + offset_ms,
-            history=history,
             annotations={
                 "concurrency": concurrency,
                 "speculative_hit": self._speculative.pop(call_id, None),

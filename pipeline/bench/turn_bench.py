@@ -21,7 +21,6 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from llm import Turn
 from pipeline.bench.manifest import ManifestClip
 from pipeline.caller import SimulatedCaller
 from pipeline.clock import MonotonicClock
@@ -129,7 +128,6 @@ async def run_turn(
         clip,
         variant.name,
         true_end_ms=true_end,
-        history=session.history,
         annotations={"concurrency": concurrency, "speculative_hit": watch.speculative_hit},
     )
 
@@ -145,13 +143,11 @@ def with_ground_truth(
     variant: str,
     *,
     true_end_ms: float,
-    history: list[Turn],
     annotations: dict[str, Annotation],
 ) -> list[TurnTrace]:
     """The traces of one clip's turn with the truth written in: the real end of speech (on the
     session's clock) as ``user_speech_end``, the reference and what was heard of the clip,
     and whether the reply came before the caller had finished."""
-    reply = " ".join(t.text for t in history if t.speaker == "agent")  # may be cut
     # The clip is one utterance; if the engine split it into turns, the words of all of them
     # are what it heard of the clip: the last turn carries them, with the reference.
     heard = " ".join(
@@ -168,7 +164,6 @@ def with_ground_truth(
         trace.annotations |= annotations | {
             "variant": variant,
             "clip_id": clip.id,
-            "reply": reply,
             "vad_speech_end_ms": vad_end,
             "premature": heard_at is not None and heard_at < true_end_ms,
         }

@@ -23,6 +23,7 @@ from pipeline.frames import (
     TextPieceFrame,
 )
 from pipeline.stage import Stage
+from pipeline.stages._time_limits import arriving_within
 from voice.audio import AudioFramer, Pcm16, StreamResampler
 from voice.tts import PhraseSplitter, Synthesizer
 
@@ -44,10 +45,14 @@ class TTSStage(Stage):
         *,
         output_sample_rate: int,
         first_phrase_max_words: int = 6,
+        timeout_ms: float = 4000.0,
         name: str = "tts",
     ) -> None:
+        """A phrase whose audio stops coming for ``timeout_ms`` fails the stage, and so ends
+        the session: without a voice, nothing else can be said."""
         super().__init__(name=name)
         self._synthesizer = synthesizer
+        self._timeout_ms = timeout_ms
         self.output_sample_rate = output_sample_rate
         self._first_phrase_max_words = first_phrase_max_words
         self._reply: _Reply | None = None
@@ -86,9 +91,16 @@ class TTSStage(Stage):
         )
         while (phrase := await reply.phrases.get()) is not None:
             start_ms = audio.position_ms
-            async for pcm in self._synthesizer.synthesize(phrase):
-                for frame in audio.frames(pcm):
-                    await self.push(frame)
+            try:
+                async for pcm in arriving_within(
+                    self._synthesizer.synthesize(phrase), self._timeout_ms
+                ):
+                    for frame in audio.frames(pcm):
+                        await self.push(frame)
+            except TimeoutError:
+                raise TimeoutError(
+                    f"a phrase's audio stopped coming for {self._timeout_ms:g} ms"
+                ) from None
             await self.push(
                 ReplyPhraseFrame(
                     turn_index=reply.turn_index,

@@ -3,9 +3,13 @@
 from __future__ import annotations
 
 import functools
+import logging
+import os
 import time
+from concurrent import futures
+from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
-from typing import Protocol, TextIO
+from typing import Protocol
 
 from opentelemetry import trace
 from opentelemetry.sdk.trace import TracerProvider
@@ -15,6 +19,8 @@ from pipeline.clock import Clock
 from pipeline.tracing.anchors import STAGE_LATENCIES
 from pipeline.tracing.turn_trace import TurnTrace
 
+logger = logging.getLogger(__name__)
+
 
 class TraceSink(Protocol):
     def write(self, turn: TurnTrace) -> None: ...
@@ -22,24 +28,47 @@ class TraceSink(Protocol):
     def close(self) -> None: ...
 
 
+_LOG_WRITER = ThreadPoolExecutor(max_workers=1, thread_name_prefix="cadence-trace-log")
+"""One thread appends every session's lines, in order: ``fsync`` can take tens of
+milliseconds on a busy disk, which the event loop pacing every call's audio must not wait."""
+
+
 class JsonlTraceSink:
-    """Appends one line per turn and flushes it, so a crash loses at most the open turn."""
+    """Appends one line per turn, durably — written, flushed and synced to the disk as the turn
+    ends — so a crash loses at most the turn in flight. Lines of concurrent sessions never
+    interleave: each is one write by the one log thread."""
 
     def __init__(self, path: Path) -> None:
         path.parent.mkdir(parents=True, exist_ok=True)
         self.path = path
-        self._file: TextIO | None = path.open("a", encoding="utf-8")
+        self._pending: list[Future[None]] = []
+        self._closed = False
 
     def write(self, turn: TurnTrace) -> None:
-        if self._file is None:
+        if self._closed:
             raise RuntimeError(f"trace log {self.path} is closed")
-        self._file.write(turn.to_json_line() + "\n")
-        self._file.flush()
+        self._pending = [future for future in self._pending if not future.done()]
+        future = _LOG_WRITER.submit(_append_durably, self.path, turn.to_json_line() + "\n")
+        future.add_done_callback(self._report_failure)
+        self._pending.append(future)
 
     def close(self) -> None:
-        if self._file is not None:
-            self._file.close()
-            self._file = None
+        """Wait until every line of this sink is on the disk."""
+        self._closed = True
+        futures.wait(self._pending)
+        self._pending.clear()
+
+    def _report_failure(self, future: Future[None]) -> None:
+        if (error := future.exception()) is not None:
+            # A full disk must not end the call; the log says which file lost a line.
+            logger.error("trace log %s: a turn could not be written: %r", self.path, error)
+
+
+def _append_durably(path: Path, line: str) -> None:
+    with path.open("a", encoding="utf-8") as file:
+        file.write(line)
+        file.flush()
+        os.fsync(file.fileno())
 
 
 def read_traces(path: Path) -> list[TurnTrace]:
