@@ -30,7 +30,7 @@ def test_default_configuration_is_offline() -> None:
     assert config.models.stt.model.startswith("embedded:")
     assert config.models.tts.voice.startswith("embedded:")
     assert config.models.llm.checkpoint.startswith("embedded:")
-    assert config.models.llm.backend != "remote"
+    assert config.models.llm.backend != "openai"
     assert config.tracing.otlp_endpoint is None
     assert config.server.host == "127.0.0.1"
 
@@ -53,8 +53,8 @@ def test_errors_name_the_file_the_line_the_key_and_the_expectation(tmp_path: Pat
 
 
 def test_cross_field_rules_are_explained(tmp_path: Path) -> None:
-    path = write(tmp_path, "models:\n  llm:\n    backend: remote\n")
-    with pytest.raises(ConfigError, match=r"c\.yaml:2: models\.llm: backend `remote` needs"):
+    path = write(tmp_path, "models:\n  llm:\n    backend: openai\n")
+    with pytest.raises(ConfigError, match=r"c\.yaml:2: models\.llm: backend `openai` needs"):
         load_config(path)
 
 
@@ -87,9 +87,10 @@ def test_cli_help_lists_the_subcommands() -> None:
     assert "config" in result.stdout
 
 
-def test_cli_config_check() -> None:
-    ok = cadence("config", "check", str(DEFAULT))
-    assert ok.returncode == 0
+@pytest.mark.parametrize("path", sorted((ROOT / "configs").glob("*.yaml")), ids=lambda p: p.name)
+def test_cli_config_check_passes_every_shipped_config(path: Path) -> None:
+    ok = cadence("config", "check", str(path))
+    assert ok.returncode == 0, ok.stderr
     assert "OK" in ok.stdout
 
 

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import asyncio
 import re
+from contextlib import aclosing
 from dataclasses import dataclass
 
 from llm import Turn, TurnGenerator
@@ -56,6 +57,7 @@ class _Reply:
     started_ms: float
     task: asyncio.Task[None] | None = None
     text: str = ""
+    error: str | None = None
     done: bool = False
     committed: bool = False
 
@@ -204,16 +206,28 @@ class TurnStage(Stage):
     # --- work -------------------------------------------------------------------------------
 
     async def _generate(self, reply: _Reply, prompt: list[Turn]) -> None:
-        async for piece in self._generator.stream(prompt):
-            reply.text += piece.text
-            if self._config.early_emission:
-                await self.push(
-                    TextPieceFrame(text=piece.text, at_ms=piece.at_ms, turn_index=reply.turn_index)
-                )
+        # Closed here, not left to the garbage collector, when a barge-in cancels this task
+        # while it waits on TTS: a remote backend's HTTP stream must not outlive the reply.
+        async with aclosing(self._generator.stream(prompt)) as pieces:
+            async for piece in pieces:
+                reply.text += piece.text
+                reply.error = piece.error or reply.error
+                if self._config.early_emission:
+                    await self.push(
+                        TextPieceFrame(
+                            text=piece.text,
+                            at_ms=piece.at_ms,
+                            turn_index=reply.turn_index,
+                            error=piece.error,
+                        )
+                    )
         if not self._config.early_emission and reply.text:
             await self.push(
                 TextPieceFrame(
-                    text=reply.text, at_ms=self._clock.now_ms(), turn_index=reply.turn_index
+                    text=reply.text,
+                    at_ms=self._clock.now_ms(),
+                    turn_index=reply.turn_index,
+                    error=reply.error,
                 )
             )
         reply.done = True
@@ -240,6 +254,9 @@ class TurnStage(Stage):
             reply.task.cancel()
             await asyncio.gather(reply.task, return_exceptions=True)
         await self.interrupt(reason)
+
+    async def on_close(self) -> None:
+        await self._generator.aclose()
 
     def _cancel_hold(self) -> None:
         if self._hold is not None:

@@ -1,0 +1,170 @@
+"""``OpenAITurnGenerator``: the turn generator over an OpenAI-compatible chat-completions
+service, streamed — what ``models.llm.backend: openai`` runs."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+from collections.abc import AsyncGenerator, Sequence
+from contextlib import aclosing
+
+import httpx2
+
+from llm.checkpoint import CheckpointError
+from llm.dialogue import Turn
+from llm.emission import ReplyPiece
+from llm.remote.chunks import DONE, ServiceError, chunk_text, error_message
+from llm.remote.deadlines import ReplyDeadlines
+from llm.remote.failures import describe_failure
+from llm.remote.messages import chat_messages
+from llm.remote.sse import EventStreamDecoder
+from llm.remote.words import WordBuffer
+from pipeline.clock import Clock, MonotonicClock
+from pipeline.config import OpenAILlmConfig
+
+logger = logging.getLogger(__name__)
+
+
+def create_openai_generator(
+    settings: OpenAILlmConfig, clock: Clock | None = None
+) -> OpenAITurnGenerator:
+    """The generator for the service ``settings`` (``models.llm.openai``) names; fails fast
+    with a :class:`CheckpointError` naming the config key when the API key is not there."""
+    if not settings.base_url or not settings.model:
+        raise CheckpointError("models.llm.openai: backend `openai` needs `base_url` and `model`")
+    api_key = os.environ.get(settings.api_key_env, "").strip()
+    if not api_key:
+        raise CheckpointError(
+            f"models.llm.openai.api_key_env: the environment variable {settings.api_key_env} "
+            "is not set; export the service's API key in it"
+        )
+    return OpenAITurnGenerator(
+        settings,
+        base_url=settings.base_url,
+        model=settings.model,
+        api_key=api_key,
+        clock=clock or MonotonicClock(),
+    )
+
+
+class OpenAITurnGenerator:
+    """Streams each reply from the service and hands it on at word boundaries.
+
+    No failure of the service ends the call: a reply that cannot begin (no connection, an HTTP
+    error, a malformed or empty stream, no words within ``first_piece_timeout_ms``) is replaced
+    by ``fallback_text``; one that stalls or breaks after its first words ends where it broke.
+    Either way the last piece carries the reason as ``error`` for the turn's trace, and the
+    reason is logged (never the API key).
+
+    One HTTP client per generator, that is per session: its pooled keep-alive connection
+    spares each later turn the TCP and TLS handshakes. Nothing is retried: a retry waits out a
+    back-off that the caller would hear as silence, so a failed reply speaks the fallback
+    instead, and the caller's next words start a fresh request.
+
+    The client is httpx2 (the HTTP layer of the official ``openai`` SDK) with the event stream
+    decoded here: the SDK's stream, ended early (an error, a barge-in), leaves its inner async
+    generators to the garbage collector, whose finalizers then run as stray tasks; here every
+    layer is closed in place, so a cancelled reply closes its connection before it returns.
+    """
+
+    def __init__(
+        self,
+        settings: OpenAILlmConfig,
+        *,
+        base_url: str,
+        model: str,
+        api_key: str,
+        clock: Clock,
+    ) -> None:
+        self._settings = settings
+        self._model = model
+        self._api_key = api_key
+        self._clock = clock
+        self._client = httpx2.AsyncClient(
+            base_url=base_url.rstrip("/") + "/",
+            headers={"Authorization": f"Bearer {api_key}", "Accept": "text/event-stream"},
+            timeout=httpx2.Timeout(
+                settings.reply_timeout_ms / 1000, connect=settings.connect_timeout_ms / 1000
+            ),
+        )
+
+    async def prefill(self, history: Sequence[Turn]) -> None:
+        """Nothing to prepare: the service keeps no state between requests."""
+
+    async def stream(self, history: Sequence[Turn]) -> AsyncGenerator[ReplyPiece, None]:
+        """The reply to ``history`` (ending with the user's turn), piece by piece as its words
+        arrive. Closing or cancelling the iteration closes the HTTP stream at once."""
+        loop = asyncio.get_running_loop()
+        deadlines = ReplyDeadlines(self._settings, loop.time())
+        words = WordBuffer()
+        failure: str | None = None
+        async with aclosing(self._texts(history)) as texts:
+            while True:
+                try:
+                    async with asyncio.timeout_at(deadlines.next_s()):
+                        text = await anext(texts, None)
+                except TimeoutError:
+                    failure = deadlines.missed()
+                    break
+                except Exception as exc:  # whatever the service does, the call goes on
+                    failure = describe_failure(exc, self._api_key)
+                    break
+                if text is None:
+                    break
+                deadlines.chunk_arrived(loop.time())
+                if (piece := words.feed(text)) is not None:
+                    deadlines.spoken = True
+                    yield ReplyPiece(piece, self._clock.now_ms())
+        if failure is None and (rest := words.flush()) is not None:
+            deadlines.spoken = True
+            yield ReplyPiece(rest, self._clock.now_ms())
+        if failure is None and not deadlines.spoken:
+            failure = "the service sent no text"
+        if failure is not None:
+            yield self._failed(failure, spoken=deadlines.spoken)
+
+    async def aclose(self) -> None:
+        """Close the pooled connection (the session is over)."""
+        await self._client.aclose()
+
+    async def _texts(self, history: Sequence[Turn]) -> AsyncGenerator[str, None]:
+        """The reply's text event by event as the service streams it (``""`` for an event
+        with no text, such as the role or the finish reason). After ``[DONE]`` the rest of the
+        body is read, so that the connection can serve the next turn."""
+        body = {
+            "model": self._model,
+            "messages": chat_messages(self._settings.system_prompt, history),
+            "max_tokens": self._settings.max_tokens,
+            "stream": True,
+            **self._settings.extra_body,
+        }
+        async with self._client.stream("POST", "chat/completions", json=body) as response:
+            if response.status_code != 200:
+                message = error_message(await response.aread())
+                raise ServiceError(f"HTTP {response.status_code}: {message}")
+            events = EventStreamDecoder()
+            async with aclosing(response.aiter_bytes()) as parts:
+                async for part in parts:
+                    for data in events.feed(part):
+                        if data == DONE:
+                            async for _ in parts:  # the end of the body, normally at hand
+                                pass
+                            return
+                        yield chunk_text(data)
+            for data in events.finish():
+                if data != DONE:
+                    yield chunk_text(data)
+
+    def _failed(self, failure: str, *, spoken: bool) -> ReplyPiece:
+        """The piece that ends a failed reply: the fallback phrase if the caller has heard
+        nothing yet, else nothing more (a word held back may be cut in half)."""
+        logger.warning(
+            "models.llm.openai (%s at %s): %s; %s",
+            self._model,
+            self._client.base_url,
+            failure,
+            "the reply ends here" if spoken else "speaking the fallback phrase",
+        )
+        text = "" if spoken else self._settings.fallback_text
+        return ReplyPiece(text, self._clock.now_ms(), error=failure)
