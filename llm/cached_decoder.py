@@ -32,7 +32,7 @@ class CachedDecoder:
         self.format = fmt
         self.options = options
         self.clock = clock
-        self.cache = ConversationCache(model)
+        self.cache = ConversationCache(model.new_cache(), model.config.block_size)
         self.device = model.embedding.weight.device
         """Where the model's weights are; every tensor a decoder builds goes there."""
         special = fmt.tokenizer.special

@@ -11,13 +11,12 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from llm.kv_cache import KVCache
-from llm.model import Transformer
 
 
 class ConversationCache:
-    def __init__(self, model: Transformer) -> None:
-        self._block_size = model.config.block_size
-        self.kv: KVCache = model.new_cache()
+    def __init__(self, kv: KVCache, block_size: int) -> None:
+        self._block_size = block_size
+        self.kv = kv
         self.ids: list[int] = []
         """Token ids whose keys and values are cached, position by position."""
 

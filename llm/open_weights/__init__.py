@@ -1,0 +1,20 @@
+"""Open-weight block-diffusion checkpoints (Fast-dLLM v2, SDAR) read from a local directory,
+with Cadence's own implementation of their networks and decoding: no remote code runs, and
+nothing is downloaded. See docs/llm.md, "Open-weight checkpoints"."""
+
+from llm.open_weights.decoder import OpenWeightsDecoder, OpenWeightsModel
+from llm.open_weights.families import FAMILIES, FAST_DLLM_V2, SDAR, Family
+from llm.open_weights.files import OpenWeightsError
+from llm.open_weights.loader import load_open_weights, open_weights_generator
+
+__all__ = [
+    "FAMILIES",
+    "FAST_DLLM_V2",
+    "SDAR",
+    "Family",
+    "OpenWeightsDecoder",
+    "OpenWeightsError",
+    "OpenWeightsModel",
+    "load_open_weights",
+    "open_weights_generator",
+]

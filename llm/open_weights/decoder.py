@@ -1,0 +1,188 @@
+"""Block-diffusion decoding of an open-weight checkpoint, with the conversation's KV cache and
+early emission — the same contract as :class:`llm.block_diffusion.BlockDiffusionDecoder`, so
+the turn engine, tracing and barge-in see no difference.
+
+Blocks are counted from position 0 of the conversation, as the checkpoints were trained: the
+prompt's whole blocks are prefilled with block-causal attention (and cached), the prompt
+tokens left over start the first decode block, and the reply fills the rest of it and the
+blocks after it. Each denoising step is one forward of the current block over the cache; its
+first step also carries the tokens not cached yet (the previous block, or the prompt), which
+then enter the cache. :func:`kernels.commit_decision` commits every masked position at least
+τ confident and at least the most confident one (:mod:`llm.commit_rule`); a block running late
+lowers τ (:func:`llm.commit_rule.deadline_threshold`). Fast-dLLM v2 commits sub-block by
+sub-block, left to right, as its reference decoder does. A reply ends at the first stop token
+committed with nothing masked before it; the contiguous committed prefix goes out at word
+boundaries (:class:`llm.emission.WordEmitter`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from functools import partial
+
+import torch
+
+import kernels
+from kernels import CommitDecision
+from llm.attention_masks import step_mask
+from llm.block_diffusion import committed_prefix
+from llm.commit_rule import deadline_threshold
+from llm.conversation_cache import ConversationCache
+from llm.decoding import DecodingOptions, ReplyStats
+from llm.emission import ReplyPiece, WordEmitter
+from llm.open_weights.chat import ChatFormat
+from llm.open_weights.families import IM_START, QWEN_CONTROL_IDS, STOP_TOKENS, Family
+from llm.open_weights.network import QwenForCausalLM
+from pipeline.clock import Clock
+
+
+@dataclass
+class OpenWeightsModel:
+    """A loaded model directory: the network, its chat format and the family's facts."""
+
+    network: QwenForCausalLM
+    chat: ChatFormat
+    family: Family
+    block_size: int
+
+
+class OpenWeightsDecoder:
+    def __init__(self, model: OpenWeightsModel, options: DecodingOptions, clock: Clock) -> None:
+        self.network = model.network
+        self.chat = model.chat
+        self.family = model.family
+        self.block_size = model.block_size
+        self.sub_block = model.family.sub_block or model.block_size
+        self.options = options
+        self.clock = clock
+        self.cache = ConversationCache(model.network.new_cache(), model.block_size)
+        self.device = model.network.model.embed_tokens.weight.device
+        self._mask = model.family.mask_id
+        self._stops = tuple(QWEN_CONTROL_IDS[token] for token in STOP_TOKENS)
+        self._stop_ids = torch.tensor(self._stops, device=self.device)
+        # Never predicted: the mask, a new message, and the ids the tokenizer cannot decode
+        # (the vocabulary is padded past the tokenizer's, e.g. 151,936 rows for 151,665 ids).
+        decodable = torch.zeros(model.network.shape.vocab_size, dtype=torch.bool)
+        decodable[model.chat.tokenizer.known_ids()] = True
+        decodable[[self._mask, QWEN_CONTROL_IDS[IM_START]]] = False
+        self._banned = (~decodable).nonzero().flatten().to(self.device)
+
+    @torch.inference_mode()
+    def prefill(self, context: list[int]) -> None:
+        """Cache the whole blocks of ``context`` ahead of the reply (while the user speaks)."""
+        whole = len(context) - len(context) % self.block_size
+        pending = self.cache.reuse(context[:whole])
+        if pending:
+            self._forward(pending, [])
+
+    @torch.inference_mode()
+    def decode(self, prompt: list[int], stats: ReplyStats | None = None) -> Iterator[ReplyPiece]:
+        """Pieces of the reply to ``prompt`` (from :meth:`ChatFormat.prompt`)."""
+        stats = stats if stats is not None else ReplyStats()
+        stats.start_ms = self.clock.now_ms()
+        size = self.block_size
+        whole = len(prompt) - len(prompt) % size
+        # A shifted model predicts a block's first token from the position before it, so a
+        # prompt of whole blocks keeps its last block out of the cache to compute it.
+        cacheable = whole - size if self.family.shifted and whole == len(prompt) else whole
+        pending = self.cache.reuse(prompt[:cacheable]) + prompt[cacheable:whole]
+        given = prompt[whole:]
+        stats.prefilled_tokens = len(pending) + len(given)
+        emitter = WordEmitter(self.chat.tokenizer, self.clock)
+        limit = self.options.max_reply_tokens
+        reply: list[int] = []
+        finished = False
+        for index in range(-(-(len(given) + limit + 1) // size)):
+            start = len(given) if index == 0 else 0
+            block = (given if index == 0 else []) + [self._mask] * (size - start)
+            masked = torch.arange(size, device=self.device) >= start
+            budget = (
+                self.options.first_emit_budget_ms if index == 0 else self.options.block_budget_ms
+            )
+            threshold = partial(
+                self._threshold, stats.start_ms if index == 0 else self.clock.now_ms(), budget
+            )
+            before: torch.Tensor | None = None
+            steps = 0
+            for window_start in range(0, size, self.sub_block):
+                window = torch.zeros(size, dtype=torch.bool, device=self.device)
+                window[window_start : window_start + self.sub_block] = True
+                while not finished and bool((masked & window).any()):
+                    decision, before = self.step(pending, block, masked & window, before, threshold)
+                    pending = []
+                    predicted = decision.prediction.tolist()
+                    for position in decision.commit.nonzero().flatten().tolist():
+                        block[position] = predicted[position]
+                    masked &= ~decision.commit
+                    steps += 1
+                    text, finished = committed_prefix(
+                        reply + block[start:],
+                        [False] * len(reply) + masked[start:].tolist(),
+                        self._stops,
+                    )
+                    text = text[:limit]
+                    finished = finished or len(text) == limit
+                    piece = emitter.update(text)
+                    if piece is not None:
+                        stats.first_piece_ms = stats.first_piece_ms or piece.at_ms
+                        yield piece
+            stats.steps_per_block.append(steps)
+            reply += block[start:]
+            pending = block
+            if finished:
+                break
+        stats.token_ids = committed_prefix(reply, [False] * len(reply), self._stops)[0][:limit]
+        last = emitter.finish(stats.token_ids)
+        if last is not None:
+            stats.first_piece_ms = stats.first_piece_ms or last.at_ms
+            yield last
+        stats.text = emitter.text
+        stats.end_ms = self.clock.now_ms()
+
+    def _threshold(self, block_start: float, budget: float) -> float:
+        """τ now, for a block that started at ``block_start`` with ``budget`` ms."""
+        return deadline_threshold(
+            self.options.confidence_threshold, self.clock.now_ms() - block_start, budget
+        )
+
+    def step(
+        self,
+        pending: list[int],
+        block: list[int],
+        masked: torch.Tensor,
+        before: torch.Tensor | None,
+        threshold: Callable[[], float],
+    ) -> tuple[CommitDecision, torch.Tensor | None]:
+        """One denoising step: a forward of ``block`` over the cache (``pending`` goes first
+        and enters the cache) and the commit decision for the ``masked`` positions.
+        ``before`` is the logits row of the position before the block (shifted models
+        predict the block's first token from it), kept from the forward that carried it."""
+        logits = self._forward(pending, block)
+        if not self.family.shifted:
+            rows = logits[-len(block) :]
+        else:
+            if pending:
+                before = logits[len(pending) - 1]
+            # Without a row before the block, position 0 is a given prompt token: any row will do.
+            first = logits[len(pending)] if before is None else before
+            rows = torch.cat((first[None], logits[-len(block) : -1]))
+        decision = kernels.commit_decision(
+            rows[None].float(), masked[None], threshold(), self._banned, self._stop_ids
+        )
+        return (
+            CommitDecision(decision.commit[0], decision.prediction[0], decision.confidence[0]),
+            before,
+        )
+
+    def _forward(self, pending: list[int], block: list[int]) -> torch.Tensor:
+        """Logits ``[len(pending) + len(block), vocab]`` with block-causal attention;
+        ``pending`` enters the cache."""
+        tokens = pending + block
+        start = len(self.cache.ids)
+        ids = torch.tensor([tokens], device=self.device)
+        positions = torch.arange(start, start + len(tokens), device=self.device)[None]
+        allowed = step_mask(start, len(tokens), "block_causal", self.block_size).to(self.device)
+        logits: torch.Tensor = self.network(ids, positions, allowed, self.cache.kv, len(pending))[0]
+        self.cache.ids += pending
+        return logits
