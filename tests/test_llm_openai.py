@@ -7,8 +7,11 @@ import asyncio
 import logging
 import re
 import socket
+import subprocess
+import sys
 import time
 from collections.abc import AsyncIterator, Callable, Sequence
+from pathlib import Path
 
 import pytest
 from fake_openai import FakeOpenAI, RawEvents, Silent, Status, Stream
@@ -151,6 +154,11 @@ def _closed_port() -> int:
             r"^malformed event: not a chat-completion chunk",
         ),
         (RawEvents(b"<html>Bad gateway</html>"), None, r"^the service sent no text$"),
+        (
+            RawEvents(b'data: {"error": {"message": "Overloaded"}}\n\n'),
+            None,
+            r"^the service reported an error in the stream: Overloaded$",
+        ),
         (Stream(()), None, r"^the service sent no text$"),
         (Silent(), None, r"^no words within first_piece_timeout_ms \(300 ms\)$"),
         (Stream(("Hel",), end="hang"), None, r"^no words within first_piece_timeout_ms"),
@@ -164,6 +172,7 @@ def _closed_port() -> int:
         "http-500",
         "malformed-json",
         "not-an-event-stream",
+        "error-event",
         "empty-stream",
         "no-answer",
         "stall-before-a-word",
@@ -300,6 +309,15 @@ async def test_a_session_on_the_openai_backend_answers_spoken_questions(
     # The second request carried the first exchange.
     roles = [m["role"] for m in fake.requests[-1].body["messages"]]
     assert roles == ["system", "user", "assistant", "user"]
+
+
+def test_the_first_piece_benchmark_prints_its_figure() -> None:
+    script = Path(__file__).parents[1] / "benchmarks" / "openai_first_piece.py"
+    run = subprocess.run(
+        [sys.executable, str(script), "--turns", "3"], capture_output=True, text=True, timeout=60
+    )
+    assert run.returncode == 0, run.stderr
+    assert re.search(r"next 3 turns \(kept connection\): median [\d.]+ ms", run.stdout)
 
 
 async def _until(condition: Callable[[], bool], caller: SimulatedCaller) -> None:
