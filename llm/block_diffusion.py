@@ -13,7 +13,6 @@ position of the block before it.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator
-from functools import partial
 
 import torch
 
@@ -22,8 +21,9 @@ from kernels import CommitDecision
 from llm.attention_masks import step_mask
 from llm.cached_decoder import CachedDecoder
 from llm.commit_rule import deadline_threshold
-from llm.decoding import ReplyStats
+from llm.decoding import DecodingOptions, ReplyStats
 from llm.emission import ReplyPiece, WordEmitter
+from pipeline.clock import Clock
 
 
 class BlockDiffusionDecoder(CachedDecoder):
@@ -58,7 +58,7 @@ class BlockDiffusionDecoder(CachedDecoder):
             before: torch.Tensor | None = None
             steps = 0
             while bool(masked.any()):
-                threshold = partial(self._threshold, block_start, budget)
+                threshold = block_threshold(self.options, self.clock, block_start, budget)
                 decision, before = self.step(pending, block, masked, before, threshold)
                 pending = []
                 predicted = decision.prediction.tolist()
@@ -67,16 +67,15 @@ class BlockDiffusionDecoder(CachedDecoder):
                 masked &= ~decision.commit
                 steps += 1
                 offset = 1 if index == 0 else 0
-                text, finished = committed_prefix(
+                piece, finished = emit_committed(
+                    emitter,
+                    stats,
                     reply + block[offset:],
                     [False] * len(reply) + masked[offset:].tolist(),
                     self._ends,
+                    self.options.max_reply_tokens,
                 )
-                text = text[: self.options.max_reply_tokens]
-                finished = finished or len(text) == self.options.max_reply_tokens
-                piece = emitter.update(text)
                 if piece is not None:
-                    stats.first_piece_ms = stats.first_piece_ms or piece.at_ms
                     yield piece
                 if finished:
                     break
@@ -85,20 +84,8 @@ class BlockDiffusionDecoder(CachedDecoder):
             pending = block
             if finished:
                 break
-        stats.token_ids = committed_prefix(reply, [False] * len(reply), self._ends)[0][
-            : self.options.max_reply_tokens
-        ]
-        last = emitter.finish(stats.token_ids)
-        if last is not None:
-            stats.first_piece_ms = stats.first_piece_ms or last.at_ms
-            yield last
-        stats.text = emitter.text
-        stats.end_ms = self.clock.now_ms()
-
-    def _threshold(self, block_start: float, budget: float) -> float:
-        """τ now, for a block that started at ``block_start`` with ``budget`` ms."""
-        return deadline_threshold(
-            self.options.confidence_threshold, self.clock.now_ms() - block_start, budget
+        yield from final_pieces(
+            emitter, stats, reply, self._ends, self.options.max_reply_tokens, self.clock
         )
 
     def step(
@@ -142,6 +129,54 @@ class BlockDiffusionDecoder(CachedDecoder):
         )[0]
         self.cache.ids += pending[:keep]
         return logits
+
+
+def block_threshold(
+    options: DecodingOptions, clock: Clock, block_start: float, budget_ms: float
+) -> Callable[[], float]:
+    """τ for a block that started at ``block_start`` with ``budget_ms``, read when called (after
+    the step's forward, so a late step commits more)."""
+    return lambda: deadline_threshold(
+        options.confidence_threshold, clock.now_ms() - block_start, budget_ms
+    )
+
+
+def emit_committed(
+    emitter: WordEmitter,
+    stats: ReplyStats,
+    tokens: list[int],
+    masked: list[bool],
+    ends: tuple[int, ...],
+    limit: int,
+) -> tuple[ReplyPiece | None, bool]:
+    """After a step: the piece with the new complete words of the reply's committed prefix
+    (``None`` if there are none), and whether the reply is over (it ended, or reached
+    ``limit`` tokens)."""
+    text, finished = committed_prefix(tokens, masked, ends)
+    text = text[:limit]
+    piece = emitter.update(text)
+    if piece is not None:
+        stats.first_piece_ms = stats.first_piece_ms or piece.at_ms
+    return piece, finished or len(text) == limit
+
+
+def final_pieces(
+    emitter: WordEmitter,
+    stats: ReplyStats,
+    reply: list[int],
+    ends: tuple[int, ...],
+    limit: int,
+    clock: Clock,
+) -> Iterator[ReplyPiece]:
+    """The end of a reply whose blocks are done: the piece left unsaid, if any, and the
+    reply's final tokens, text and end time in ``stats``."""
+    stats.token_ids = committed_prefix(reply, [False] * len(reply), ends)[0][:limit]
+    last = emitter.finish(stats.token_ids)
+    if last is not None:
+        stats.first_piece_ms = stats.first_piece_ms or last.at_ms
+        yield last
+    stats.text = emitter.text
+    stats.end_ms = clock.now_ms()
 
 
 def committed_prefix(

@@ -19,15 +19,13 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
-from functools import partial
 
 import torch
 
 import kernels
 from kernels import CommitDecision
 from llm.attention_masks import step_mask
-from llm.block_diffusion import committed_prefix
-from llm.commit_rule import deadline_threshold
+from llm.block_diffusion import block_threshold, emit_committed, final_pieces
 from llm.conversation_cache import ConversationCache
 from llm.decoding import DecodingOptions, ReplyStats
 from llm.emission import ReplyPiece, WordEmitter
@@ -100,75 +98,63 @@ class OpenWeightsDecoder:
             budget = (
                 self.options.first_emit_budget_ms if index == 0 else self.options.block_budget_ms
             )
-            threshold = partial(
-                self._threshold, stats.start_ms if index == 0 else self.clock.now_ms(), budget
-            )
+            block_start = stats.start_ms if index == 0 else self.clock.now_ms()
+            threshold = block_threshold(self.options, self.clock, block_start, budget)
             before: torch.Tensor | None = None
             steps = 0
-            for window_start in range(0, size, self.sub_block):
-                window = torch.zeros(size, dtype=torch.bool, device=self.device)
-                window[window_start : window_start + self.sub_block] = True
-                while not finished and bool((masked & window).any()):
-                    decision, before = self.step(pending, block, masked & window, before, threshold)
+            for window in (slice(w, w + self.sub_block) for w in range(0, size, self.sub_block)):
+                while not finished and bool(masked[window].any()):
+                    decision, before = self.step(pending, block, masked, window, before, threshold)
                     pending = []
                     predicted = decision.prediction.tolist()
                     for position in decision.commit.nonzero().flatten().tolist():
-                        block[position] = predicted[position]
-                    masked &= ~decision.commit
+                        block[window.start + position] = predicted[position]
+                    masked[window] &= ~decision.commit
                     steps += 1
-                    text, finished = committed_prefix(
+                    piece, finished = emit_committed(
+                        emitter,
+                        stats,
                         reply + block[start:],
                         [False] * len(reply) + masked[start:].tolist(),
                         self._stops,
+                        limit,
                     )
-                    text = text[:limit]
-                    finished = finished or len(text) == limit
-                    piece = emitter.update(text)
                     if piece is not None:
-                        stats.first_piece_ms = stats.first_piece_ms or piece.at_ms
                         yield piece
             stats.steps_per_block.append(steps)
             reply += block[start:]
             pending = block
             if finished:
                 break
-        stats.token_ids = committed_prefix(reply, [False] * len(reply), self._stops)[0][:limit]
-        last = emitter.finish(stats.token_ids)
-        if last is not None:
-            stats.first_piece_ms = stats.first_piece_ms or last.at_ms
-            yield last
-        stats.text = emitter.text
-        stats.end_ms = self.clock.now_ms()
-
-    def _threshold(self, block_start: float, budget: float) -> float:
-        """τ now, for a block that started at ``block_start`` with ``budget`` ms."""
-        return deadline_threshold(
-            self.options.confidence_threshold, self.clock.now_ms() - block_start, budget
-        )
+        yield from final_pieces(emitter, stats, reply, self._stops, limit, self.clock)
 
     def step(
         self,
         pending: list[int],
         block: list[int],
         masked: torch.Tensor,
+        window: slice,
         before: torch.Tensor | None,
         threshold: Callable[[], float],
     ) -> tuple[CommitDecision, torch.Tensor | None]:
         """One denoising step: a forward of ``block`` over the cache (``pending`` goes first
-        and enters the cache) and the commit decision for the ``masked`` positions.
+        and enters the cache) and the commit decision for the positions of ``window`` (the
+        positions before it are all committed), indexed from the window's start.
         ``before`` is the logits row of the position before the block (shifted models
         predict the block's first token from it), kept from the forward that carried it."""
         logits = self._forward(pending, block)
+        own = logits[-len(block) :]  # row j is position j's output
         if not self.family.shifted:
-            rows = logits[-len(block) :]
-        else:
+            rows = own[window]
+        else:  # position j is predicted by position j - 1's output
             if pending:
-                before = logits[len(pending) - 1]
-            # Without a row before the block, position 0 is a given prompt token: any row will do.
-            first = logits[len(pending)] if before is None else before
-            rows = torch.cat((first[None], logits[-len(block) : -1]))
+                before = logits[0]
+            rows = own[max(window.start - 1, 0) : window.stop - 1]
+            if window.start == 0:
+                # With no row before the block, position 0 is a given prompt token: any will do.
+                rows = torch.cat(((own[0] if before is None else before)[None], rows))
         decision = kernels.commit_decision(
-            rows[None].float(), masked[None], threshold(), self._banned, self._stop_ids
+            rows[None].float(), masked[None, window], threshold(), self._banned, self._stop_ids
         )
         return (
             CommitDecision(decision.commit[0], decision.prediction[0], decision.confidence[0]),
@@ -176,13 +162,17 @@ class OpenWeightsDecoder:
         )
 
     def _forward(self, pending: list[int], block: list[int]) -> torch.Tensor:
-        """Logits ``[len(pending) + len(block), vocab]`` with block-causal attention;
-        ``pending`` enters the cache."""
+        """A forward of ``pending + block`` with block-causal attention (``pending`` enters the
+        cache): the logits of the block's positions, after that of the position before it
+        when ``pending`` holds it."""
         tokens = pending + block
         start = len(self.cache.ids)
         ids = torch.tensor([tokens], device=self.device)
         positions = torch.arange(start, start + len(tokens), device=self.device)[None]
         allowed = step_mask(start, len(tokens), "block_causal", self.block_size).to(self.device)
-        logits: torch.Tensor = self.network(ids, positions, allowed, self.cache.kv, len(pending))[0]
+        last = len(block) + bool(pending)
+        logits: torch.Tensor = self.network(
+            ids, positions, allowed, self.cache.kv, len(pending), last
+        )[0]
         self.cache.ids += pending
         return logits

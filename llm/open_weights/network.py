@@ -149,17 +149,20 @@ class QwenForCausalLM(nn.Module):
         allowed: torch.Tensor | None,
         cache: KeyValueStore | None = None,
         keep: int | None = None,
+        last: int | None = None,
     ) -> torch.Tensor:
         """Logits ``[batch, tokens, vocab]`` for ``ids`` at ``positions`` (both ``[batch,
-        tokens]``). ``allowed`` is ``[batch, 1, tokens, cached + tokens]`` (``True`` = may
-        attend; ``None`` = everything). With a ``cache``, the keys of earlier calls come first
-        and the first ``keep`` input positions (all by default) are appended to it."""
+        tokens]``), or of the ``last`` positions only: the output head is the largest matmul
+        of a small model (a vocabulary of 151,936), and a prefill needs none of its rows.
+        ``allowed`` is ``[batch, 1, tokens, cached + tokens]`` (``True`` = may attend; ``None`` =
+        everything). With a ``cache``, the keys of earlier calls come first and the first
+        ``keep`` input positions (all by default) are appended to it."""
         x = self.model.embed_tokens(ids)
         angles = rotary_angles(positions, self.shape.head_dim, self.shape.rope_theta, x.dtype)
         keep = ids.shape[1] if keep is None else keep
         for index, layer in enumerate(self.model.layers):
             x = layer(x, angles, allowed, cache, index, keep)
-        x = self.model.norm(x)
+        x = self.model.norm(x if last is None else x[:, x.shape[1] - last :])
         head = self.model.embed_tokens.weight if self.lm_head is None else self.lm_head.weight
         return functional.linear(x, head)
 
