@@ -13,7 +13,6 @@ same event set.
 from __future__ import annotations
 
 import base64
-import binascii
 import json
 from typing import Annotated, Literal
 
@@ -76,7 +75,7 @@ class Media(_Part):
     def audio(self) -> bytes:
         try:
             return base64.b64decode(self.payload, validate=True)
-        except binascii.Error as exc:
+        except ValueError as exc:  # binascii.Error, or a payload that is not even ASCII
             raise TwilioMessageError(f"media payload is not base64: {exc}") from None
 
 

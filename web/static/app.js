@@ -27,6 +27,11 @@ const params = new URLSearchParams(location.search);
 // a recording as the microphone turn it off (?echo-cancellation=off), since it mutes the
 // recording while the reply plays.
 const processAudio = params.get("echo-cancellation") !== "off";
+// A server with a shared token (server.auth_token_env) is opened as /?token=…; a page cannot
+// set headers on a websocket, so the token goes on in the signaling URL (docs/security.md).
+const signalingQuery = params.has("token")
+  ? `?token=${encodeURIComponent(params.get("token"))}`
+  : "";
 
 const $ = (id) => document.getElementById(id);
 const ui = {
@@ -372,7 +377,7 @@ async function startCall() {
   setStatus("connecting", "Connecting…");
   try {
     const scheme = location.protocol === "https:" ? "wss" : "ws";
-    call.ws = new WebSocket(`${scheme}://${location.host}/ws`);
+    call.ws = new WebSocket(`${scheme}://${location.host}/ws${signalingQuery}`);
     const hello = new Promise((resolve, reject) => {
       call.hello = resolve;
       call.ws.addEventListener("close", () => reject(new Error("closed")));

@@ -30,9 +30,11 @@ from pipeline.events import EventHandler, SessionEvent
 from pipeline.frames import AudioOutFrame
 from pipeline.pipeline import PipelineClosedError
 from pipeline.session import VoiceSession
+from web.access import peer_allowed
 from web.call_session import CallSession
 from web.call_tasks import CallTasks
 from web.metrics import ErrorKind, ServerMetrics
+from web.rate_limit import MessageRate
 from web.serializers.audiosocket import (
     SAMPLE_RATE,
     Audio,
@@ -162,9 +164,13 @@ class AudioSocketCall:
     # --- while the call runs ------------------------------------------------------------------
 
     async def _receive(self, session: VoiceSession) -> None:
+        rate = MessageRate(self._agent.config.telephony.audiosocket_max_frames_per_s)
         try:
             while True:
-                match await read_frame(self._reader):
+                frame = await read_frame(self._reader)
+                if not rate.allow():
+                    raise AudioSocketProtocolError(f"over {rate}")
+                match frame:
                     case Audio(pcm=pcm):
                         await session.feed(pcm, SAMPLE_RATE)
                     case Dtmf(digit=digit):
@@ -318,8 +324,13 @@ class AudioSocketListener:
         self._connections[task] = None
         peer = writer.get_extra_info("peername")
         name = f"audiosocket@{peer[0]}:{peer[1]}" if peer else "audiosocket"
+        allow = self._server.config.telephony.audiosocket_allow
         try:
-            await self._admit(reader, writer, name)
+            if peer_allowed(peer[0] if peer else "", allow):
+                await self._admit(reader, writer, name)
+            else:
+                logger.warning("%s: refused: not in telephony.audiosocket_allow", name)
+                await close_connection(writer, hang_up=True)
         except Exception:
             logger.exception("%s: the connection failed", name)
             await self._turn_away(writer, name, "internal error", ErrorKind.INTERNAL)

@@ -17,7 +17,8 @@ it flushed as well; those no longer count.
 Bad input never ends other calls and rarely this one (``docs/telephony.md`` has the table):
 a message that cannot be understood, or that comes out of order, is logged and ignored; a
 stream that cannot work (no ``streamSid``, a media format other than μ-law 8 kHz mono) is
-closed with the reason, and so is one that keeps sending garbage.
+closed with the reason, and so is one that keeps sending garbage, or more messages than its
+rate allows.
 """
 
 from __future__ import annotations
@@ -43,6 +44,7 @@ from web.call_session import CallSession
 from web.call_tasks import CallTasks
 from web.metrics import ErrorKind, ServerMetrics
 from web.outbox import Outbox
+from web.rate_limit import MessageRate
 from web.serializers.twilio import (
     SAMPLE_RATE,
     ClearMessage,
@@ -108,15 +110,23 @@ class _BadMessages:
             )
 
 
+def _within(rate: MessageRate) -> None:
+    """Count one message against the stream's ``rate``; a stream over it is closed."""
+    if not rate.allow():
+        raise TwilioCallError(CloseCode.POLICY_VIOLATION, f"over {rate}")
+
+
 async def receive_start(
-    websocket: ServerConnection, name: str, metrics: ServerMetrics
+    websocket: ServerConnection, name: str, metrics: ServerMetrics, rate: MessageRate
 ) -> StartMessage | None:
     """Read the stream's opening up to its ``start`` (``None`` if the peer left before it);
-    raises ``TwilioCallError`` if the stream cannot be served."""
+    raises ``TwilioCallError`` if the stream cannot be served. ``rate`` limits the stream's
+    messages, from here to its end."""
     bad = _BadMessages(name, metrics)
     try:
         async with asyncio.timeout(START_TIMEOUT_S):
             async for raw in websocket:
+                _within(rate)
                 try:
                     message = parse_message(raw)
                 except TwilioMessageError as exc:
@@ -137,6 +147,11 @@ async def receive_start(
             CloseCode.POLICY_VIOLATION, f"no start within {START_TIMEOUT_S:g} s"
         ) from None
     return None
+
+
+def stream_call_id(start: StartMessage) -> str:
+    """The name of the call ``start`` opens: in logs, traces and the server's calls."""
+    return f"twilio-{start.sid or ''}"
 
 
 def _check_start(start: StartMessage) -> None:
@@ -214,15 +229,18 @@ class TwilioCall:
         agent: Agent,
         start: StartMessage,
         *,
+        rate: MessageRate,
         metrics: ServerMetrics,
         on_event: EventHandler | None = None,
     ) -> None:
+        """``rate``: the limit of the stream's messages, which ``receive_start`` began to count."""
         self.stream_sid = start.sid or ""
-        self.call_id = f"twilio-{self.stream_sid}"
+        self.call_id = stream_call_id(start)
         self.session: VoiceSession | None = None
         self._ws = websocket
         self._agent = agent
         self._start = start
+        self._rate = rate
         self._metrics = metrics
         self._on_event = on_event
         self._outbox = Outbox(websocket, limit=MAX_QUEUED_MESSAGES)
@@ -281,6 +299,7 @@ class TwilioCall:
 
     async def _serve(self) -> None:
         async for raw in self._ws:
+            _within(self._rate)
             try:
                 message = parse_message(raw)
             except TwilioMessageError as exc:
