@@ -7,26 +7,28 @@ and norms included, so a loader that skipped one would be caught), saved with
 rewritten with the family's own keys as theirs are, and a small byte-level BPE
 ``tokenizer.json`` that holds Qwen's control tokens and the family's mask at their real ids.
 The vocabulary therefore has to reach past the mask id, so the hidden sizes are tiny.
+
+transformers' model classes import Triton, which must not be imported in the test process
+before ``tests/test_kernels_triton.py`` sets ``TRITON_INTERPRET``: the tests build the models
+in a subprocess (``python tests/open_weights_tiny.py ROOT``), which also saves transformers'
+logits for :func:`reference_ids` beside each model, as the reference.
 """
 
 from __future__ import annotations
 
 import json
+import sys
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import torch
 from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
-from transformers import (
-    PreTrainedModel,
-    Qwen2Config,
-    Qwen2ForCausalLM,
-    Qwen3Config,
-    Qwen3ForCausalLM,
-)
 
 from llm.open_weights import FAST_DLLM_V2, SDAR, Family
+
+if TYPE_CHECKING:
+    from transformers import PreTrainedModel
 from llm.open_weights.checks import family_tokens
 
 TEXTS = (
@@ -39,6 +41,8 @@ TEXTS = (
     "That works, thank you very much.",
     "You are welcome. Is there anything else I can help with?",
 )
+REFERENCE_LOGITS = "transformers_logits.pt"
+"""Beside each built model: transformers' logits for :func:`reference_ids`."""
 CHAT_TEMPLATE = (
     "{% for message in messages %}<|im_start|>{{ message['role'] }}\n"
     "{{ message['content'] }}<|im_end|>\n{% endfor %}"
@@ -101,9 +105,16 @@ def tokenizer_config(family: Family) -> dict[str, Any]:
     }
 
 
-def build(name: str, directory: Path, seed: int = 0) -> PreTrainedModel:
-    """Write the tiny model ``name`` (a key of :data:`SPECS`) to ``directory``; returns the
-    transformers model it was saved from, the reference for its logits."""
+def reference_ids() -> torch.Tensor:
+    """``[2, 45]`` token ids of the tokenizer's vocabulary, the same every time."""
+    return torch.randint(0, 300, (2, 45), generator=torch.Generator().manual_seed(1))
+
+
+def build(name: str, directory: Path, seed: int = 0) -> None:
+    """Write the tiny model ``name`` (a key of :data:`SPECS`) to ``directory``, with
+    transformers' logits for :func:`reference_ids` in :data:`REFERENCE_LOGITS`."""
+    from transformers import Qwen2Config, Qwen2ForCausalLM, Qwen3Config, Qwen3ForCausalLM
+
     spec = SPECS[name]
     torch.manual_seed(seed)
     shape: dict[str, Any] = {
@@ -134,7 +145,8 @@ def build(name: str, directory: Path, seed: int = 0) -> PreTrainedModel:
     _rewrite_config(directory / "config.json", spec)
     (directory / "tokenizer.json").write_text(tokenizer_json(spec.family), encoding="utf-8")
     write_json(directory / "tokenizer_config.json", tokenizer_config(spec.family))
-    return model
+    with torch.inference_mode():
+        torch.save(model(reference_ids()).logits, directory / REFERENCE_LOGITS)
 
 
 def _rewrite_config(path: Path, spec: TinySpec) -> None:
@@ -155,3 +167,8 @@ def _rewrite_config(path: Path, spec: TinySpec) -> None:
 
 def write_json(path: Path, data: dict[str, Any]) -> None:
     path.write_text(json.dumps(data, indent=2), encoding="utf-8")
+
+
+if __name__ == "__main__":  # python tests/open_weights_tiny.py ROOT: every model, in ROOT/NAME
+    for spec_name in SPECS:
+        build(spec_name, Path(sys.argv[1]) / spec_name)
