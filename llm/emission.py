@@ -10,8 +10,8 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Protocol
 
-from llm.tokenizer import DialogueTokenizer
 from pipeline.clock import Clock
 
 
@@ -22,10 +22,20 @@ class ReplyPiece:
     text: str
     at_ms: float
     """Session-clock time at which the piece was emitted."""
+    error: str | None = None
+    """Set on the last piece of a reply that failed (a remote service that could not be
+    reached, refused, or stalled): why, for the turn's trace. That piece is the fallback
+    phrase, or empty when part of the reply had been spoken already."""
+
+
+class TextDecoder(Protocol):
+    """A tokenizer's decoding: any whose prefixes decode to prefixes of the text."""
+
+    def decode(self, ids: Sequence[int]) -> str: ...
 
 
 class WordEmitter:
-    def __init__(self, tokenizer: DialogueTokenizer, clock: Clock) -> None:
+    def __init__(self, tokenizer: TextDecoder, clock: Clock) -> None:
         self._tokenizer = tokenizer
         self._clock = clock
         self._emitted = 0

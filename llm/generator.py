@@ -11,8 +11,9 @@ turns of one generator are serialised because they share the conversation's KV c
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncGenerator, AsyncIterator, Iterator, Sequence
+from collections.abc import AsyncGenerator, Iterator, Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Protocol
 
 import torch
@@ -58,6 +59,14 @@ class _Decoder(Protocol):
     ) -> Iterator[ReplyPiece]: ...
 
 
+class PromptFormat(Protocol):
+    """How a local model's conversation becomes the token ids a reply is generated from."""
+
+    def prompt(
+        self, history: Sequence[Turn], history_turns: int, max_context_tokens: int
+    ) -> list[int]: ...
+
+
 class TurnGenerator(Protocol):
     """Generates the agent's next turn from the conversation so far — what the turn engine
     needs of any backend."""
@@ -67,18 +76,23 @@ class TurnGenerator(Protocol):
         user speaks); a backend with nothing to prepare returns at once."""
         ...
 
-    def stream(self, history: Sequence[Turn]) -> AsyncIterator[ReplyPiece]:
+    def stream(self, history: Sequence[Turn]) -> AsyncGenerator[ReplyPiece, None]:
         """The reply to ``history`` (ending with the user's turn), piece by piece as it is
-        decided; cancelling the iteration stops the work."""
+        decided; cancelling or closing the iteration stops the work."""
+        ...
+
+    async def aclose(self) -> None:
+        """Release what the backend holds for the session (the remote backend's connection);
+        called once when the session closes."""
         ...
 
 
 class DecoderTurnGenerator:
     """A turn generator over a local model's decoder."""
 
-    def __init__(self, decoder: _Decoder, loaded: LoadedModel, options: GeneratorOptions) -> None:
+    def __init__(self, decoder: _Decoder, fmt: PromptFormat, options: GeneratorOptions) -> None:
         self._decoder = decoder
-        self._loaded = loaded
+        self._format = fmt
         self.options = options
         self.last_stats = ReplyStats()
         """Statistics of the latest reply (steps per block, timings, final text)."""
@@ -91,7 +105,7 @@ class DecoderTurnGenerator:
 
     def prompt(self, history: Sequence[Turn]) -> list[int]:
         """Token ids the reply to ``history`` is generated from."""
-        return self._loaded.format.prompt(
+        return self._format.prompt(
             history, self.options.history_turns, self.options.max_context_tokens
         )
 
@@ -118,6 +132,9 @@ class DecoderTurnGenerator:
         """The whole reply at once."""
         return "".join([piece.text async for piece in self.stream(history)])
 
+    async def aclose(self) -> None:
+        """Nothing to release: the model stays loaded with the generator."""
+
 
 class DiffusionTurnGenerator(DecoderTurnGenerator):
     """Block-diffusion turn generator (threshold commits, early emission, deadlines)."""
@@ -132,7 +149,7 @@ class DiffusionTurnGenerator(DecoderTurnGenerator):
             else BlockDiffusionDecoder
         )
         decoder = kind(loaded.model, loaded.format, options.decoding, clock or MonotonicClock())
-        super().__init__(decoder, loaded, options)
+        super().__init__(decoder, loaded.format, options)
 
 
 class AutoregressiveTurnGenerator(DecoderTurnGenerator):
@@ -144,20 +161,27 @@ class AutoregressiveTurnGenerator(DecoderTurnGenerator):
         decoder = AutoregressiveDecoder(
             loaded.model, loaded.format, options.decoding, clock or MonotonicClock()
         )
-        super().__init__(decoder, loaded, options)
+        super().__init__(decoder, loaded.format, options)
 
 
 def create_generator(config: LlmConfig, clock: Clock | None = None) -> TurnGenerator:
     """The generator ``config`` names (``models.llm``), ready; fails fast with a
     :class:`CheckpointError` naming the config key when its model cannot be had."""
-    if config.backend == "remote":
-        raise NotImplementedError("models.llm.backend: the remote backend is not built yet")
+    if config.backend == "openai":
+        from llm.remote import create_openai_generator  # the client library only when used
+
+        return create_openai_generator(config.openai, clock)
     return load_local_generator(config, clock)
 
 
 def load_local_generator(config: LlmConfig, clock: Clock | None = None) -> DecoderTurnGenerator:
     """A local model's generator (backends ``dllm`` and ``ar``), its checkpoint loaded on
-    ``config.device``; the checkpoint must fit the backend."""
+    ``config.device``; the checkpoint must fit the backend. A directory is an open-weight
+    block-diffusion model (Fast-dLLM v2 or SDAR, told apart by its ``config.json``)."""
+    if Path(config.checkpoint).expanduser().is_dir():
+        from llm.open_weights import open_weights_generator  # it imports this module
+
+        return open_weights_generator(config, _device(config.device), clock)
     loaded = load_model(config.checkpoint)
     loaded.model.to(_device(config.device))
     wanted = "block_causal" if config.backend == "dllm" else "causal"

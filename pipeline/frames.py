@@ -157,12 +157,24 @@ class SpeculativeTranscriptFrame(TranscriptFrame):
 
 
 @dataclass(frozen=True, kw_only=True, eq=False)
+class TranscriptFailedFrame(DataFrame):
+    """The utterance could not be transcribed (the decode failed, or ran past its time
+    limit): there is no transcript, and the caller must be asked to say it again."""
+
+    reason: str
+    at_ms: float
+
+
+@dataclass(frozen=True, kw_only=True, eq=False)
 class TextPieceFrame(DataFrame):
     """A finished piece of the agent's reply, handed from the generator to TTS."""
 
     text: str
     at_ms: float
     turn_index: int
+    error: str | None = None
+    """Why the generation failed, on the piece that ends a failed reply (traced as
+    `llm_error`)."""
 
 
 @dataclass(frozen=True, kw_only=True, eq=False)

@@ -82,6 +82,7 @@ class VoiceSession:
             clock=self.clock,
             ledger=self.ledger,
             config=config.turn,
+            faults=config.faults,
         )
         stt = config.models.stt
         self.pipeline = Pipeline(
@@ -92,12 +93,14 @@ class VoiceSession:
                     clock=self.clock,
                     partials_interval_ms=stt.partials_interval_ms,
                     speculative=config.turn.speculation,
+                    timeout_ms=config.faults.stt_timeout_ms,
                 ),
                 self._turn,
                 TTSStage(
                     load_tts(config.models.tts),
                     output_sample_rate=output_sample_rate,
                     first_phrase_max_words=config.models.tts.first_phrase_max_words,
+                    timeout_ms=config.faults.tts_timeout_ms,
                 ),
                 PlayoutStage(
                     sink or EventAudioSink(self.events), clock=self.clock, ledger=self.ledger
@@ -159,6 +162,9 @@ class VoiceSession:
     async def cancel(self, reason: str) -> None:
         """Stop now (a dropped connection): nothing more is played; the trace is written."""
         await self.pipeline.cancel(reason)
+        if (failure := self.pipeline.failure) is not None:
+            # Into the turn in progress, or a turn of its own: the record says why it ended.
+            self.tracer.annotate("failure", f"{failure.stage}: {failure.error!r}")
         self._trace_observer.close()
         self.tracer.close()
         self.events.end(reason)

@@ -23,6 +23,7 @@ from pipeline.agent import Agent
 from pipeline.caller import SimulatedCaller
 from pipeline.config import (
     CadenceConfig,
+    FaultsConfig,
     LlmConfig,
     ModelsConfig,
     OpenAILlmConfig,
@@ -56,7 +57,6 @@ def settings(base_url: str, **changes: object) -> OpenAILlmConfig:
         "base_url": base_url,
         "model": "mercury-2",
         "api_key_env": KEY_ENV,
-        "fallback_text": FALLBACK,
         "connect_timeout_ms": TIMEOUT_MS,
         "first_piece_timeout_ms": TIMEOUT_MS,
         "stall_timeout_ms": TIMEOUT_MS,
@@ -192,7 +192,7 @@ async def test_a_reply_that_cannot_begin_speaks_the_fallback_and_reports_why(
     started = time.monotonic()
     pieces = await reply(base_url or fake.base_url)
     elapsed_ms = 1000 * (time.monotonic() - started)
-    assert [p.text for p in pieces] == [FALLBACK]
+    assert [p.text for p in pieces] == [""]  # the turn engine speaks the fallback
     assert pieces[0].error is not None
     assert re.search(reason, pieces[0].error), pieces[0].error
     assert elapsed_ms < TIMEOUT_MS + 500
@@ -277,6 +277,7 @@ async def test_a_session_on_the_openai_backend_answers_spoken_questions(
     turn's service error is heard as the fallback phrase and traced as `llm_error`."""
     config = CadenceConfig(
         models=ModelsConfig(llm=LlmConfig(backend="openai", openai=settings(fake.base_url))),
+        faults=FaultsConfig(reply_fallback=FALLBACK),
         tracing=TracingConfig(jsonl_path=None),
     )
     agent = Agent(config)

@@ -1,23 +1,30 @@
-"""``TwilioTurnRunner``: ``cadence bench --transport twilio`` — each clip one phone call through
-the real ``/twilio`` endpoint of a real server on loopback, played by the Twilio emulator:
-μ-law at 8 kHz, in 20 ms chunks at the pace of speech, reply audio played out in real time
-with its marks echoed.
+"""The bench's callers over the real endpoints of a real server on loopback: each clip one
+call, played by an emulator of the far end — ``cadence bench --transport twilio`` and
+``cadence loadtest --transport twilio|webrtc``.
 
-Clips play from their 8 kHz file where the manifest has one (``file_8k``), else resampled to
-8 kHz as a phone line would. The traces are the server's, so every stage is measured on the
-same terms as in process; ``user_speech_end`` is the clip's true end of speech, carried from
-the emulator's clock onto the session's. Beside voice-to-voice, each turn records
-``caller_heard_ms``: when the emulator started playing the first reply audio, on the
-session's clock — the transport's own share is that minus ``audio_out_first``.
+* ``TwilioTurnRunner``: a phone call through ``/twilio`` — μ-law at 8 kHz in 20 ms chunks at
+  the pace of speech, the reply played out in real time with its marks echoed. Clips play
+  from their 8 kHz file where the manifest has one (``file_8k``), else resampled to 8 kHz as
+  a phone line would.
+* ``WebRTCTurnRunner``: a browser call through ``/ws`` — an aiortc peer connection (Opus,
+  48 kHz) whose microphone plays the clip.
+
+The traces are the server's (its ``on_event`` hook), so every stage is measured on the same
+terms as in process; ``user_speech_end`` is the clip's true end of speech, carried from the
+emulator's clock onto the session's. Beside voice-to-voice, each turn records
+``caller_heard_ms``: when the emulator began to hear the reply, on the session's clock — the
+transport's own share is that minus ``audio_out_first``.
 """
 
 from __future__ import annotations
 
 import asyncio
 import re
+from abc import ABC, abstractmethod
 from collections import defaultdict
 from contextlib import AsyncExitStack
 from types import TracebackType
+from typing import Self
 
 from websockets.exceptions import ConnectionClosed
 
@@ -36,22 +43,33 @@ from pipeline.session import VoiceSession
 from pipeline.tracing import TurnTrace
 from voice.audio.speech_bounds import speech_bounds_ms
 from voice.audio.wavfile import read_audio
+from web.emulators.browser import BrowserEmulator
 from web.emulators.twilio import TwilioEmulator
-from web.serializers.twilio import SAMPLE_RATE
-from web.server import CadenceServer
+from web.serializers.twilio import SAMPLE_RATE as TELEPHONE_RATE
+from web.server import SIGNALING_PATH, CadenceServer
 from web.signaling import CloseCode
 
 POLL_MS = 100.0
+SPEECH_RATE = 16000
 
 
 class CallRefusedError(RuntimeError):
     """The server turned the call away (close code 1013: it is full)."""
 
 
-class TwilioTurnRunner:
-    """A ``TurnRunner`` over ``/twilio``: one server per configuration, started on first use
-    and closed with the runner (``async with``). ``server`` sets its admission limit; by
-    default it admits every call (a benchmark measures latency, not refusals)."""
+class CallRunner(ABC):
+    """What every caller of the bench shares: one server per configuration, started on first
+    use and closed with the runner (``async with``), and the events of its calls. ``server``
+    sets its admission limit; by default it admits every call (a benchmark measures latency,
+    not refusals)."""
+
+    transport = ""
+
+    @abstractmethod
+    async def __call__(
+        self, clip: ManifestClip, variant: Variant, session_id: str, concurrency: int
+    ) -> list[TurnTrace]:
+        """Play ``clip`` as one call; its traces (a ``TurnRunner``)."""
 
     def __init__(self, server: ServerConfig | None = None) -> None:
         self._server_settings = server or ServerConfig(max_sessions=1024)
@@ -62,7 +80,7 @@ class TwilioTurnRunner:
         self._speculative: dict[str, bool] = {}
         """Calls whose transcript came from the speculative decode."""
 
-    async def __aenter__(self) -> TwilioTurnRunner:
+    async def __aenter__(self) -> Self:
         await self._stack.__aenter__()
         return self
 
@@ -74,43 +92,30 @@ class TwilioTurnRunner:
     ) -> None:
         await self._stack.__aexit__(exc_type, exc, traceback)
 
-    async def __call__(
-        self, clip: ManifestClip, variant: Variant, session_id: str, concurrency: int
+    async def _measured(
+        self,
+        call_id: str,
+        clip: ManifestClip,
+        variant: Variant,
+        concurrency: int,
+        *,
+        true_end_ms: float,
+        heard_ms: float | None,
     ) -> list[TurnTrace]:
-        server = await self._server(variant)
-        audio = read_audio(clip.telephone_path or clip.path, SAMPLE_RATE)
-        _, speech_end = speech_bounds_ms(audio, SAMPLE_RATE)
-        stream_sid = "MZ" + re.sub(r"[^A-Za-z0-9_-]", "_", session_id)[:62]
-        call_id = f"twilio-{stream_sid}"
-        url = f"ws://127.0.0.1:{server.port}{server.config.telephony.twilio_path}"
-        async with TwilioEmulator(url, stream_sid=stream_sid) as phone:
-            try:
-                await phone.pause(LEAD_MS)  # the session opens meanwhile
-            except ConnectionClosed as exc:
-                if exc.rcvd is not None and exc.rcvd.code == CloseCode.TRY_AGAIN_LATER:
-                    raise CallRefusedError(f"{call_id}: {exc.rcvd.reason}") from None
-                raise
-            session = _session(server, call_id)
-            offset_ms = session.clock.now_ms() - phone.now_ms()  # emulator → session clock
-            true_end = phone.position_ms + speech_end
-            await phone.say(audio, SAMPLE_RATE)
-            waited = 0.0
-            while waited < TAIL_MS or (not phone.played and waited < MAX_REPLY_WAIT_MS):
-                await phone.pause(POLL_MS)
-                waited += POLL_MS
+        """The call's traces, once it has ended, with the truth written in (times on the
+        session's clock)."""
         await self._ended[call_id].wait()  # its last trace comes as the call is released
         del self._ended[call_id]
-        heard = phone.first_heard_ms
         return with_ground_truth(
             self._traces.pop(call_id, []),
             clip,
             variant.name,
-            true_end_ms=true_end + offset_ms,
+            true_end_ms=true_end_ms,
             annotations={
                 "concurrency": concurrency,
                 "speculative_hit": self._speculative.pop(call_id, None),
-                "transport": "twilio",
-                "caller_heard_ms": None if heard is None else heard + offset_ms,
+                "transport": self.transport,
+                "caller_heard_ms": heard_ms,
             },
         )
 
@@ -142,3 +147,77 @@ def _session(server: CadenceServer, call_id: str) -> VoiceSession:
     if call is None or call.session is None:
         raise RuntimeError(f"{call_id}: the server did not open the call within {LEAD_MS} ms")
     return call.session
+
+
+class TwilioTurnRunner(CallRunner):
+    """A ``TurnRunner`` over ``/twilio``."""
+
+    transport = "twilio"
+
+    async def __call__(
+        self, clip: ManifestClip, variant: Variant, session_id: str, concurrency: int
+    ) -> list[TurnTrace]:
+        server = await self._server(variant)
+        audio = read_audio(clip.telephone_path or clip.path, TELEPHONE_RATE)
+        _, speech_end = speech_bounds_ms(audio, TELEPHONE_RATE)
+        stream_sid = "MZ" + re.sub(r"[^A-Za-z0-9_-]", "_", session_id)[:62]
+        call_id = f"twilio-{stream_sid}"
+        url = f"ws://127.0.0.1:{server.port}{server.config.telephony.twilio_path}"
+        async with TwilioEmulator(url, stream_sid=stream_sid) as phone:
+            try:
+                await phone.pause(LEAD_MS)  # the session opens meanwhile
+            except ConnectionClosed as exc:
+                if exc.rcvd is not None and exc.rcvd.code == CloseCode.TRY_AGAIN_LATER:
+                    raise CallRefusedError(f"{call_id}: {exc.rcvd.reason}") from None
+                raise
+            session = _session(server, call_id)
+            offset_ms = session.clock.now_ms() - phone.now_ms()  # emulator → session clock
+            true_end = phone.position_ms + speech_end
+            await phone.say(audio, TELEPHONE_RATE)
+            waited = 0.0
+            while waited < TAIL_MS or (not phone.played and waited < MAX_REPLY_WAIT_MS):
+                await phone.pause(POLL_MS)
+                waited += POLL_MS
+        heard = phone.first_heard_ms
+        return await self._measured(
+            call_id,
+            clip,
+            variant,
+            concurrency,
+            true_end_ms=true_end + offset_ms,
+            heard_ms=None if heard is None else heard + offset_ms,
+        )
+
+
+class WebRTCTurnRunner(CallRunner):
+    """A ``TurnRunner`` over the browser demo's WebRTC call."""
+
+    transport = "webrtc"
+
+    async def __call__(
+        self, clip: ManifestClip, variant: Variant, session_id: str, concurrency: int
+    ) -> list[TurnTrace]:
+        server = await self._server(variant)
+        audio = read_audio(clip.path, SPEECH_RATE)
+        _, speech_end = speech_bounds_ms(audio, SPEECH_RATE)
+        async with BrowserEmulator(f"ws://127.0.0.1:{server.port}{SIGNALING_PATH}") as page:
+            if page.refused:
+                raise CallRefusedError(f"{session_id}: the server is full")
+            await page.connected()
+            await asyncio.sleep(LEAD_MS / 1000)
+            session = _session(server, page.session_id)
+            offset_ms = session.clock.now_ms() - page.now_ms()
+            true_end = page.say(audio, SPEECH_RATE) + speech_end
+            waited = -1000.0 * len(audio) / SPEECH_RATE
+            while waited < TAIL_MS or (page.first_heard_ms is None and waited < MAX_REPLY_WAIT_MS):
+                await asyncio.sleep(POLL_MS / 1000)
+                waited += POLL_MS
+        heard = page.first_heard_ms
+        return await self._measured(
+            page.session_id,
+            clip,
+            variant,
+            concurrency,
+            true_end_ms=true_end + offset_ms,
+            heard_ms=None if heard is None else heard + offset_ms,
+        )

@@ -22,7 +22,7 @@ from websockets.asyncio.server import ServerConnection
 from websockets.exceptions import ConnectionClosed
 
 from pipeline.agent import Agent
-from pipeline.events import SessionEvent
+from pipeline.events import EventHandler, SessionEvent
 from pipeline.pipeline import PipelineClosedError
 from pipeline.session import VoiceSession
 from pipeline.tracing import STAGE_LATENCIES
@@ -32,7 +32,15 @@ from web.call_tasks import CallTasks
 from web.events import Event, page_event
 from web.metrics import ErrorKind, ServerMetrics
 from web.outbox import Outbox
-from web.signaling import CloseCode, Hangup, Offer, SignalingError, parse_client_message
+from web.rate_limit import MessageRate
+from web.signaling import (
+    ClientMessage,
+    CloseCode,
+    Hangup,
+    Offer,
+    SignalingError,
+    parse_client_message,
+)
 from web.transports.webrtc import OUTPUT_SAMPLE_RATE, WebRTCTransport
 
 logger = logging.getLogger(__name__)
@@ -59,12 +67,16 @@ class BrowserCall:
         *,
         call_id: str,
         metrics: ServerMetrics,
+        on_event: EventHandler | None = None,
     ) -> None:
+        """``on_event`` gets each event of the call's session, as the page does."""
         self.call_id = call_id
         self._ws = websocket
         self._agent = agent
         self._metrics = metrics
+        self._on_event = on_event
         self._outbox = Outbox(websocket, limit=MAX_QUEUED_EVENTS)
+        self._rate = MessageRate(agent.config.server.max_messages_per_s)
         self._tasks = CallTasks(call_id)
         self._call_session: CallSession | None = None
         self.session: VoiceSession | None = None
@@ -109,20 +121,26 @@ class BrowserCall:
     async def _converse(self) -> None:
         try:
             async with asyncio.timeout(OFFER_TIMEOUT_S):
-                first = parse_client_message(await self._ws.recv())
+                first = self._parse(await self._ws.recv())
         except TimeoutError:
             raise SignalingError("no_offer", f"no offer within {OFFER_TIMEOUT_S:.0f} s") from None
         if isinstance(first, Hangup):
             return
         await self._connect(first)
         async for raw in self._ws:
-            match parse_client_message(raw):
+            match self._parse(raw):
                 case Hangup():
                     return
                 case Offer():
                     raise SignalingError(
                         "duplicate_offer", "this call is connected already (no renegotiation)"
                     )
+
+    def _parse(self, raw: str | bytes) -> ClientMessage:
+        """``raw`` as a message, counted against the visitor's rate."""
+        if not self._rate.allow():
+            raise SignalingError("rate_limited", f"over {self._rate}")
+        return parse_client_message(raw)
 
     async def _connect(self, offer: Offer) -> None:
         transport = WebRTCTransport(
@@ -157,6 +175,8 @@ class BrowserCall:
     def _page_event(self, event: SessionEvent) -> None:
         if (page := page_event(event)) is not None:
             self._post(page)
+        if self._on_event is not None:
+            self._on_event(self.call_id, event)
 
     def _session_failed(self) -> None:
         self._metrics.errors.labels(ErrorKind.SESSION_FAILED.value).inc()

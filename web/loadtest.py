@@ -1,8 +1,9 @@
-"""``cadence loadtest``: many phone calls at once against one server, for minutes, on real clips.
+"""``cadence loadtest``: many calls at once against one server, for minutes, on real clips.
 
-At each load level, ``sessions`` callers each place call after call through the real
-``/twilio`` endpoint (the Twilio emulator; one clip per call, the next clip in turn) until
-the level's minutes are up. Calls past ``server.max_sessions`` are refused by the server and
+At each load level, ``sessions`` callers each place call after call through a real endpoint
+— ``/twilio`` with the Twilio emulator, or the browser demo's WebRTC call with an aiortc
+peer (``web.bench_runners``); one clip per call, the next clip in turn — until the level's
+minutes are up. Calls past ``server.max_sessions`` are refused by the server and
 counted, not retried at once. Every few seconds the process is sampled: resident memory,
 open file descriptors, asyncio tasks, calls in progress. After the last level the server is
 closed and every task still alive is a leak.
@@ -27,7 +28,9 @@ from pipeline.bench.turn_bench import Variant
 from pipeline.config import CadenceConfig
 from pipeline.tracing import TurnTrace
 from pipeline.tracing.sinks import read_traces
-from web.twilio_bench import CallRefusedError, TwilioTurnRunner
+from web.bench_runners import CallRefusedError, CallRunner, TwilioTurnRunner, WebRTCTurnRunner
+
+RUNNERS: dict[str, type[CallRunner]] = {"twilio": TwilioTurnRunner, "webrtc": WebRTCTurnRunner}
 
 SAMPLE_EVERY_S = 5.0
 REFUSED_BACKOFF_S = 1.0
@@ -58,6 +61,7 @@ async def run_levels(
     clips: list[ManifestClip],
     config: CadenceConfig,
     *,
+    transport: str,
     levels: list[int],
     minutes: float,
     out: Path,
@@ -66,7 +70,7 @@ async def run_levels(
     traces, the level results and the names of the tasks left running at the end."""
     traces: list[TurnTrace] = []
     results: list[LevelResult] = []
-    async with TwilioTurnRunner(server=config.server) as runner:
+    async with RUNNERS[transport](server=config.server) as runner:
         for sessions in levels:
             files = _LevelFiles(out, sessions)
             if not files.done:
@@ -80,7 +84,7 @@ async def run_levels(
 
 
 async def _run_level(
-    runner: TwilioTurnRunner,
+    runner: CallRunner,
     clips: list[ManifestClip],
     config: CadenceConfig,
     sessions: int,

@@ -7,7 +7,9 @@ session; each Media Stream one :class:`TwilioCall`. The models are loaded once, 
 port opens, and shared by every session; a missing checkpoint fails the start, not the first
 caller. Past ``server.max_sessions`` calls, of every transport together, newcomers are
 refused (an ``error`` event ``busy`` for a page, and close code 1013), rather than degrading
-every call on the machine.
+every call on the machine. Each websocket's request is checked before its handshake
+(tokens, Twilio's signature, the page's origin: ``web/access.py``), and each connection's
+messages are rate-limited (``web/rate_limit.py``).
 """
 
 from __future__ import annotations
@@ -32,12 +34,14 @@ from pipeline.config import CadenceConfig
 from pipeline.config.models import audiosocket_address
 from pipeline.events import EventHandler
 from pipeline.session import VoiceSession
+from web.access import AccessPolicy, Secrets, without_credentials
 from web.call import CLOSE_TIMEOUT_S, BrowserCall, error_event
 from web.metrics import ErrorKind, ServerMetrics
+from web.rate_limit import MessageRate
 from web.routes import Routes
 from web.signaling import MAX_MESSAGE_BYTES, CloseCode
 from web.transports.audiosocket import AudioSocketListener
-from web.transports.twilio import TwilioCall, TwilioCallError, receive_start
+from web.transports.twilio import TwilioCall, TwilioCallError, receive_start, stream_call_id
 
 logger = logging.getLogger(__name__)
 
@@ -63,7 +67,8 @@ class Call(Protocol):
 
 class CadenceServer:
     def __init__(self, config: CadenceConfig, *, on_event: EventHandler | None = None) -> None:
-        """``on_event`` gets every event of every telephony call, with the call's id."""
+        """``on_event`` gets every event of every telephony call, with the call's id. Raises
+        ``AccessConfigError`` if a secret the configuration names is not in the environment."""
         self.config = config
         self._on_event = on_event
         self.agent = Agent(config)
@@ -71,7 +76,9 @@ class CadenceServer:
         self.calls: dict[str, Call] = {}
         """The calls in progress, by id."""
         self._routes = Routes(
-            websocket_paths=frozenset((SIGNALING_PATH, config.telephony.twilio_path)),
+            signaling_path=SIGNALING_PATH,
+            twilio_path=config.telephony.twilio_path,
+            access=AccessPolicy(config, Secrets.from_environment(config)),
             metrics=self.metrics,
             health=self._health,
         )
@@ -91,6 +98,8 @@ class CadenceServer:
             # up to here, and beyond it websockets closes with 1009 before reading it all.
             max_size=2 * MAX_MESSAGE_BYTES,
             close_timeout=CLOSE_TIMEOUT_S,
+            # At debug level websockets logs each request's line and headers.
+            logger=without_credentials(logging.getLogger("websockets.server")),
         )
         if (audiosocket := self.config.telephony.audiosocket) is not None:
             host, port = audiosocket_address(audiosocket)
@@ -148,7 +157,8 @@ class CadenceServer:
         }
 
     def _process_request(self, connection: ServerConnection, request: Request) -> Response | None:
-        return self._routes.respond(request)
+        peer = connection.remote_address
+        return self._routes.respond(request, peer=f"{peer[0]}:{peer[1]}" if peer else "?")
 
     @property
     def full(self) -> bool:
@@ -183,19 +193,30 @@ class CadenceServer:
             return
         call_id = f"web-{uuid.uuid4().hex[:8]}"
         await self.run_call(
-            BrowserCall(websocket, self.agent, call_id=call_id, metrics=self.metrics)
+            BrowserCall(
+                websocket,
+                self.agent,
+                call_id=call_id,
+                metrics=self.metrics,
+                on_event=self._on_event,
+            )
         )
 
     async def _handle_twilio(self, websocket: ServerConnection) -> None:
         name = f"twilio@{websocket.remote_address}"
+        rate = MessageRate(self.config.telephony.twilio_max_messages_per_s)
         try:
             if self.full:
                 raise TwilioCallError(CloseCode.TRY_AGAIN_LATER, "busy")
-            start = await receive_start(websocket, name, self.metrics)
+            start = await receive_start(websocket, name, self.metrics, rate)
             if start is None:
                 return
             if self.full:  # the calls admitted meanwhile took the last place
                 raise TwilioCallError(CloseCode.TRY_AGAIN_LATER, "busy")
+            if stream_call_id(start) in self.calls:
+                raise TwilioCallError(
+                    CloseCode.POLICY_VIOLATION, "that stream is connected already"
+                )
         except TwilioCallError as exc:
             kind = ErrorKind.REFUSED if exc.reason == "busy" else ErrorKind.TELEPHONY
             self.metrics.errors.labels(kind.value).inc()
@@ -206,7 +227,14 @@ class CadenceServer:
         except ConnectionClosed:
             return
         await self.run_call(
-            TwilioCall(websocket, self.agent, start, metrics=self.metrics, on_event=self._on_event)
+            TwilioCall(
+                websocket,
+                self.agent,
+                start,
+                rate=rate,
+                metrics=self.metrics,
+                on_event=self._on_event,
+            )
         )
 
     async def _refuse(self, websocket: ServerConnection, limit: int) -> None:

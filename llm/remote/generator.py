@@ -52,10 +52,10 @@ class OpenAITurnGenerator:
     """Streams each reply from the service and hands it on at word boundaries.
 
     No failure of the service ends the call: a reply that cannot begin (no connection, an HTTP
-    error, a malformed or empty stream, no words within ``first_piece_timeout_ms``) is replaced
-    by ``fallback_text``; one that stalls or breaks after its first words ends where it broke.
-    Either way the last piece carries the reason as ``error`` for the turn's trace, and the
-    reason is logged (never the API key).
+    error, a malformed or empty stream, no words within ``first_piece_timeout_ms``) or that
+    stalls or breaks after its first words ends there, with a last piece that carries the
+    reason as ``error`` — the turn engine then speaks ``faults.reply_fallback`` if nothing of
+    the reply was heard, and traces the reason. The reason is logged (never the API key).
 
     One HTTP client per generator, that is per session: its pooled keep-alive connection
     spares each later turn the TCP and TLS handshakes. Nothing is retried: a retry waits out a
@@ -157,14 +157,13 @@ class OpenAITurnGenerator:
                     yield chunk_text(data)
 
     def _failed(self, failure: str, *, spoken: bool) -> ReplyPiece:
-        """The piece that ends a failed reply: the fallback phrase if the caller has heard
-        nothing yet, else nothing more (a word held back may be cut in half)."""
+        """The empty piece that ends a failed reply with its reason (a word held back may be
+        cut in half: it is dropped)."""
         logger.warning(
             "models.llm.openai (%s at %s): %s; %s",
             self._model,
             self._client.base_url,
             failure,
-            "the reply ends here" if spoken else "speaking the fallback phrase",
+            "the reply ends here" if spoken else "no reply",
         )
-        text = "" if spoken else self._settings.fallback_text
-        return ReplyPiece(text, self._clock.now_ms(), error=failure)
+        return ReplyPiece("", self._clock.now_ms(), error=failure)

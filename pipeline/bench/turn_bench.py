@@ -94,7 +94,7 @@ class _TurnWatch:
 
 TurnRunner = Callable[[ManifestClip, Variant, str, int], Awaitable[list[TurnTrace]]]
 """Plays one clip as one user turn through some transport — ``run_turn`` in process, the
-Twilio runner of ``web.twilio_bench`` over the real endpoint — and returns its traces,
+Twilio runner of ``web.bench_runners`` over the real endpoint — and returns its traces,
 ground truth written in by ``with_ground_truth``."""
 
 

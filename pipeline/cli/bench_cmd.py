@@ -47,7 +47,7 @@ async def _run(
                 runners[name] = run_turn
             else:
                 # The composition root reaches up to web/ only when asked (see serve_cmd).
-                from web.twilio_bench import TwilioTurnRunner
+                from web.bench_runners import TwilioTurnRunner
 
                 runners[name] = await stack.enter_async_context(TwilioTurnRunner())
         return await run_bench(

@@ -20,7 +20,7 @@ from pipeline.cli._config_option import CONFIG_OPTION, load_config_or_exit
 from pipeline.cli.bench_cmd import machine_description
 from pipeline.report.load_report import write_load_report
 
-TRANSPORTS = ("twilio",)
+TRANSPORTS = ("twilio", "webrtc")
 
 
 def loadtest(
@@ -28,7 +28,12 @@ def loadtest(
         ..., "--manifest", "-m", help="Clips (JSON lines: id, file, text; `file_8k` preferred)."
     ),
     out: Path = typer.Option(..., "--out", "-o", help="Report directory (resumes what it holds)."),
-    transport: str = typer.Option("twilio", "--transport", help="Only twilio so far."),
+    transport: str = typer.Option(
+        "twilio",
+        "--transport",
+        help="twilio (the /twilio endpoint, 8 kHz μ-law) or webrtc (the browser demo's call, "
+        "Opus over aiortc).",
+    ),
     sessions: str = typer.Option(
         "1,2,4,8,16", "--sessions", help="Comma-separated load levels: concurrent callers."
     ),
@@ -57,7 +62,7 @@ def loadtest(
         highlight=False,
     )
     traces, results, leaked = asyncio.run(
-        run_levels(clips, settings, levels=levels, minutes=minutes, out=out)
+        run_levels(clips, settings, transport=transport, levels=levels, minutes=minutes, out=out)
     )
     text = write_load_report(
         traces,

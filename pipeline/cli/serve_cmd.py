@@ -37,6 +37,7 @@ def serve(
     One port serves the page, WebRTC signaling (/ws), Twilio Media Streams (/twilio), /healthz
     and /metrics (Prometheus); with --audiosocket, a second one takes Asterisk's calls.
     """
+    from web.access import AccessConfigError
     from web.server import serve_until_stopped
 
     if logging.getLogger().getEffectiveLevel() > logging.DEBUG:
@@ -64,7 +65,7 @@ def serve(
 
     try:
         asyncio.run(serve_until_stopped(settings, ready))
-    except CheckpointError as exc:
+    except (CheckpointError, AccessConfigError) as exc:
         err.print(f"[bold red]error[/] {exc}", highlight=False)
         raise typer.Exit(EXIT_BAD_CONFIG) from exc
     except OSError as exc:

@@ -7,9 +7,18 @@ package (``embedded:`` names) and nothing touches the network.
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from ipaddress import ip_network
+from typing import Annotated, Any, Literal
+from urllib.parse import urlsplit
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic import (
+    AfterValidator,
+    BaseModel,
+    ConfigDict,
+    Field,
+    ValidationError,
+    model_validator,
+)
 
 
 class _Section(BaseModel):
@@ -47,23 +56,49 @@ class TtsConfig(_Section):
     first, so the first audio is short and early."""
 
 
-class RemoteLlmConfig(_Section):
-    base_url: str
-    """OpenAI-compatible API root, e.g. `https://api.inceptionlabs.ai/v1`."""
-    model: str
-    """Model name sent with each request, e.g. `mercury-2`."""
+class OpenAILlmConfig(_Section):
+    """An OpenAI-compatible chat-completions service, streamed (`backend: openai`); see
+    docs/llm.md and configs/mercury.yaml."""
+
+    base_url: str | None = None
+    """API root the `/chat/completions` path is appended to, e.g.
+    `https://api.inceptionlabs.ai/v1`; required with `backend: openai`."""
+    model: str | None = None
+    """Model name sent with each request, e.g. `mercury-2`; required with `backend: openai`."""
     api_key_env: str = "CADENCE_LLM_API_KEY"
-    """Name of the environment variable that holds the API key (never the key itself)."""
-    timeout_ms: int = Field(2000, ge=1)
-    """Give up on a request after this long."""
+    """Name of the environment variable holding the API key, which is sent as a bearer token.
+    The key itself never goes in a configuration and is never logged; if the variable is unset
+    the agent fails to load."""
+    extra_body: dict[str, Any] = {}
+    """Added verbatim to each request's JSON body: the service's own options, e.g. Mercury 2's
+    `{realtime: true, reasoning_effort: instant}`."""
+    system_prompt: str = (
+        "You are a helpful voice assistant on a phone call. Answer in one or two short "
+        "sentences of plain spoken English, without lists or markdown."
+    )
+    """First message of every request; empty = none."""
+    max_tokens: int = Field(150, ge=1)
+    """Length cap of one reply, in the service's tokens."""
+    connect_timeout_ms: int = Field(1000, ge=1)
+    """Give up connecting (TCP and TLS) after this long."""
+    first_piece_timeout_ms: int = Field(1500, ge=1)
+    """If no words of the reply have come this long after the request, the caller hears
+    `faults.reply_fallback` instead and the turn's trace gets `llm_error`."""
+    stall_timeout_ms: int = Field(1000, ge=1)
+    """A reply that sends nothing for this long ends there (with `faults.reply_fallback` if
+    none of it was spoken yet), reported as `llm_error`."""
+    reply_timeout_ms: int = Field(15_000, ge=1)
+    """A reply still streaming after this long is cut off there, reported the same way."""
 
 
 class LlmConfig(_Section):
-    backend: Literal["dllm", "ar", "remote"] = "dllm"
-    """`dllm` = block-diffusion generator; `ar` = autoregressive baseline; `remote` =
-    OpenAI-compatible service (see `remote`)."""
+    backend: Literal["dllm", "ar", "openai"] = "dllm"
+    """`dllm` = block-diffusion generator; `ar` = autoregressive baseline; `openai` =
+    OpenAI-compatible streaming service (see `openai`)."""
     checkpoint: str = "embedded:dllm"
-    """`embedded:dllm` / `embedded:ar` (shipped with Cadence) or a checkpoint path."""
+    """`embedded:dllm` / `embedded:ar` (shipped with Cadence), a checkpoint file, or the
+    directory of an open-weight block-diffusion model, Fast-dLLM v2 or SDAR (told apart by its
+    `config.json`; see configs/fast-dllm-v2.yaml and configs/sdar.yaml)."""
     device: Literal["cpu", "cuda", "auto"] = "cpu"
     """Where the generator runs. On `cuda` the block-diffusion decode step uses the Triton
     kernels and replays one captured CUDA graph per step (docs/kernels.md); `auto` = `cuda`
@@ -84,13 +119,13 @@ class LlmConfig(_Section):
     """Past turns the generator sees; older turns are dropped first."""
     max_context_tokens: int = Field(128, ge=8)
     """The oldest of those turns are also dropped until the history fits this many tokens."""
-    remote: RemoteLlmConfig | None = None
-    """Required when `backend` is `remote`."""
+    openai: OpenAILlmConfig = OpenAILlmConfig()
+    """The service of `backend: openai`."""
 
     @model_validator(mode="after")
-    def _remote_needs_settings(self) -> LlmConfig:
-        if self.backend == "remote" and self.remote is None:
-            raise ValueError("backend `remote` needs a `remote` section (base_url, model)")
+    def _openai_needs_a_service(self) -> LlmConfig:
+        if self.backend == "openai" and not (self.openai.base_url and self.openai.model):
+            raise ValueError("backend `openai` needs `openai.base_url` and `openai.model`")
         return self
 
 
@@ -145,6 +180,32 @@ class TurnConfig(_Section):
     after the endpoint for the caller to go on before committing the turn."""
 
 
+class FaultsConfig(_Section):
+    """What happens when a stage fails or hangs: each has a time limit, and the caller hears a
+    short phrase rather than silence; the reason goes into the turn's trace."""
+
+    stt_timeout_ms: int = Field(4000, ge=100)
+    """A final transcription still running this long after the endpoint is given up, as is one
+    that fails: the caller hears `transcript_fallback`, the trace gets `stt_error`, and the
+    session goes on."""
+    llm_timeout_ms: int = Field(2000, ge=100)
+    """The generator giving no text for this long (before its first piece or between two) ends
+    the reply there, as does one that fails; if none of it was spoken the caller hears
+    `reply_fallback`. The trace gets `llm_error`."""
+    tts_timeout_ms: int = Field(4000, ge=100)
+    """A phrase not synthesized in this long ends the session gracefully, as a synthesizer that
+    fails does — nothing is left to speak with; the trace gets `failure`."""
+    transcript_fallback: str = Field(
+        "Sorry, I didn't catch that. Could you say it again?", min_length=1
+    )
+    """Spoken when the caller's words could not be transcribed."""
+    reply_fallback: str = Field(
+        "Sorry, I'm having trouble right now. Could you say that again?", min_length=1
+    )
+    """Spoken when the reply could not be generated: the generator failed or was too slow
+    (a remote service: unreachable, an HTTP error, a malformed or stalled stream)."""
+
+
 class BudgetConfig(_Section):
     """Latency budget in milliseconds. Stage names match the derived latencies of a trace."""
 
@@ -170,6 +231,22 @@ class BudgetConfig(_Section):
         return self
 
 
+def _origin(url: str) -> str:
+    public_origin(url)
+    return url
+
+
+def _network(text: str) -> str:
+    ip_network(text, strict=False)
+    return text
+
+
+OriginUrl = Annotated[str, AfterValidator(_origin)]
+"""`https://host[:port]`: a browser page's origin, or where a proxy serves the server."""
+Network = Annotated[str, AfterValidator(_network)]
+"""An IP address or network (`10.0.0.0/24`)."""
+
+
 class ServerConfig(_Section):
     host: str = "127.0.0.1"
     """Interface to bind; loopback by default, so nothing is exposed unless asked."""
@@ -178,21 +255,78 @@ class ServerConfig(_Section):
     free port the system picks (printed at start)."""
     max_sessions: int = Field(8, ge=1)
     """Sessions beyond this are refused rather than degrading every call."""
+    auth_token_env: str | None = None
+    """Name of the environment variable holding a shared secret (at least 16 characters) that
+    the signaling websocket and the Twilio one require — as `Authorization: Bearer …` or a
+    `token` query parameter (the page forwards its own `?token=…`); null = no token. The
+    secret itself never goes in a configuration (docs/security.md)."""
+    allowed_origins: list[OriginUrl] | None = None
+    """Browser origins (`https://voice.example.com`) whose pages may open the websockets; null
+    = only the server's own, the host the request names. Clients that send no `Origin` (not
+    browsers) are not subject to it."""
+    max_messages_per_s: float = Field(10.0, gt=0, allow_inf_nan=False)
+    """Messages a signaling websocket may send per second, with bursts of twice that; past it
+    the page gets a `rate_limited` error and the socket closes with 1008. A page sends two."""
 
 
 class TelephonyConfig(_Section):
     twilio_path: str = "/twilio"
     """Websocket path of the Twilio Media Streams endpoint."""
+    twilio_auth_token_env: str | None = None
+    """Name of the environment variable holding the Twilio account's auth token; when set, the
+    Media Stream handshake and the TwiML webhook (`<twilio_path>/twiml`) must carry Twilio's
+    signature of their URL (or, on the stream, the `server.auth_token_env` token); null = not
+    checked."""
+    public_url: OriginUrl | None = None
+    """`https://host[:port]` at which Twilio reaches this server (through the TLS proxy): the
+    signatures are checked against it and the TwiML points Twilio's stream at it; null = the
+    host the request names, over TLS."""
+    twilio_max_messages_per_s: float = Field(250.0, gt=0, allow_inf_nan=False)
+    """Messages a Twilio stream may send per second, with bursts of twice that (a call sends
+    50 media and up to 50 marks); past it the stream is closed with 1008."""
     audiosocket: str | None = None
     """`HOST:PORT` on which to accept Asterisk AudioSocket connections (`cadence serve
     --audiosocket`); null = off, as it has no authentication of its own: bind it where only
     the Asterisk server can reach it."""
+    audiosocket_allow: list[Network] | None = None
+    """Addresses or networks (`10.0.0.5`, `10.0.0.0/24`) that may connect to the AudioSocket
+    port; others get a hang-up. null = any that can reach it."""
+    audiosocket_max_frames_per_s: float = Field(250.0, gt=0, allow_inf_nan=False)
+    """Frames an AudioSocket call may send per second, with bursts of twice that (Asterisk
+    sends 50); past it the call is hung up."""
 
     @model_validator(mode="after")
     def _check_audiosocket(self) -> TelephonyConfig:
         if self.audiosocket is not None:
             audiosocket_address(self.audiosocket)
         return self
+
+
+def public_origin(url: str) -> str:
+    """``url`` as an origin (``https://host[:port]``, no path, no default port); ``ValueError``
+    if it is not one."""
+    parts = urlsplit(url)
+    try:
+        port = parts.port
+    except ValueError as exc:  # not a number, or out of range
+        raise ValueError(f"{url!r}: {exc}") from None
+    if (
+        parts.scheme not in ("http", "https")
+        or not parts.hostname
+        or parts.path.strip("/")
+        or parts.query
+        or parts.fragment
+        or parts.username
+        or port == 0
+    ):
+        raise ValueError(f"expected a scheme and a host, like https://HOST[:PORT], got {url!r}")
+    netloc = parts.netloc.lower()
+    if port == DEFAULT_PORTS[parts.scheme]:  # as browsers write an origin
+        netloc = netloc.rpartition(":")[0]
+    return f"{parts.scheme}://{netloc}"
+
+
+DEFAULT_PORTS = {"http": 80, "https": 443, "ws": 80, "wss": 443}
 
 
 def audiosocket_address(text: str) -> tuple[str, int]:
@@ -222,6 +356,8 @@ class CadenceConfig(_Section):
     """Turn taking: speculation, commit and barge-in."""
     budget: BudgetConfig = BudgetConfig()
     """Latency budget."""
+    faults: FaultsConfig = FaultsConfig()
+    """Stage time limits and fallbacks."""
     server: ServerConfig = ServerConfig()
     """HTTP server."""
     telephony: TelephonyConfig = TelephonyConfig()
@@ -268,7 +404,7 @@ class CadenceConfig(_Section):
             raise ValueError(f"overlay {name!r}: {problems}") from None
 
 
-OVERLAY_SECTIONS = ("models", "vad", "turn", "budget")
+OVERLAY_SECTIONS = ("models", "vad", "turn", "budget", "faults")
 """What an overlay may change: how a call sounds and behaves, never where the server listens
 or writes."""
 

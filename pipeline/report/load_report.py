@@ -83,8 +83,8 @@ def _markdown(
     sections = [
         "# Load test\n",
         f"Machine: {machine}.  \nCommand: `{command}`.  \n"
-        f"Each session places call after call through the real `/twilio` endpoint (one clip "
-        f"per call, Twilio emulator on loopback) for the level's minutes. Voice-to-voice budget "
+        f"Each session places call after call through a real endpoint of the server (one clip "
+        f"per call, an emulated caller on loopback) for the level's minutes. Voice-to-voice budget "
         f"{budget.voice_to_voice:g} ms. Latencies per level, stage by stage: `report.md`.\n",
         "\n".join(rows) + "\n",
         "![Voice-to-voice against concurrent sessions](load.png)\n",

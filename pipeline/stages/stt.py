@@ -6,11 +6,18 @@ silence, and its transcript goes downstream as soon as it is ready (a
 endpoint finds the transcript ready (or nearly) and confirms it as final; if speech resumes,
 the decode is abandoned and reported as discarded work. Optional partial
 transcripts give live captions during speech, at a cost measured in docs/voice.md.
+
+A final decode that fails, or runs past ``timeout_ms``, yields a ``TranscriptFailedFrame``
+instead of a transcript: the turn engine asks the caller to repeat, and the session goes on.
+A speculative or partial decode that fails is only logged — the final decode is what counts.
+(A decode past its limit is abandoned, not stopped: CTranslate2 cannot be interrupted, so
+the decoder thread stays busy until it returns.)
 """
 
 from __future__ import annotations
 
 import asyncio
+import logging
 from collections import deque
 
 import numpy as np
@@ -27,10 +34,13 @@ from pipeline.frames import (
     SpeculativeTranscriptFrame,
     SpeechResumedFrame,
     SpeechStartFrame,
+    TranscriptFailedFrame,
 )
 from pipeline.stage import Stage
 from voice.audio.pcm import Pcm16
 from voice.stt import Transcriber, Transcription
+
+logger = logging.getLogger(__name__)
 
 LEAD_MS = 300.0
 """Audio kept before the detected speech start: the VAD needs a few frames to be sure, and
@@ -46,6 +56,7 @@ class STTStage(Stage):
         sample_rate: int = 16000,
         partials_interval_ms: int | None = None,
         speculative: bool = True,
+        timeout_ms: float = 4000.0,
         name: str = "stt",
     ) -> None:
         super().__init__(name=name)
@@ -54,10 +65,11 @@ class STTStage(Stage):
         self._sample_rate = sample_rate
         self._partials_interval_ms = partials_interval_ms
         self._speculative = speculative
+        self._timeout_ms = timeout_ms
         self._recent: deque[AudioInFrame] = deque()
         self._utterance: list[Pcm16] | None = None
         self._utterance_ms = 0.0
-        self._speculation: asyncio.Task[Transcription] | None = None
+        self._speculation: asyncio.Task[Transcription | None] | None = None
         self._speculation_started_ms = 0.0
         self._partial: asyncio.Task[None] | None = None
         self._partial_at_ms = 0.0
@@ -127,11 +139,23 @@ class STTStage(Stage):
         if self._partial is not None:
             self._partial.cancel()
             self._partial = None
-        if speculation is not None:
-            result = await speculation
-        else:
-            result = await self._transcriber.transcribe(self._audio())
+        audio = self._audio()
         self._utterance = None
+        try:
+            async with asyncio.timeout(self._timeout_ms / 1000.0):
+                result = await speculation if speculation is not None else None
+                if result is None:  # no speculation, or it failed: decode now
+                    speculation = None
+                    result = await self._transcriber.transcribe(audio)
+        except Exception as exc:
+            reason = (
+                f"transcription took over {self._timeout_ms:g} ms"
+                if isinstance(exc, TimeoutError)
+                else f"transcription failed: {exc!r}"
+            )
+            logger.warning("%s: %s", self.name, reason)
+            await self.push(TranscriptFailedFrame(reason=reason, at_ms=self._clock.now_ms()))
+            return
         await self.push(
             FinalTranscriptFrame(
                 text=result.text,
@@ -155,10 +179,15 @@ class STTStage(Stage):
             )
         )
 
-    async def _speculate(self, audio: Pcm16) -> Transcription:
+    async def _speculate(self, audio: Pcm16) -> Transcription | None:
         """Decode at pause onset and offer the result at once, so that a reply can be
-        prepared while the endpointer is still waiting out the silence."""
-        result = await self._transcriber.transcribe(audio)
+        prepared while the endpointer is still waiting out the silence. ``None`` if the
+        decode failed (the endpoint decodes again)."""
+        try:
+            result = await self._transcriber.transcribe(audio)
+        except Exception as exc:
+            logger.warning("%s: speculative transcription failed: %r", self.name, exc)
+            return None
         await self.push(
             SpeculativeTranscriptFrame(
                 text=result.text, at_ms=self._clock.now_ms(), decode_ms=result.decode_ms
@@ -167,7 +196,11 @@ class STTStage(Stage):
         return result
 
     async def _caption(self, audio: Pcm16) -> None:
-        result = await self._transcriber.transcribe(audio)
+        try:
+            result = await self._transcriber.transcribe(audio)
+        except Exception as exc:
+            logger.warning("%s: live caption failed: %r", self.name, exc)
+            return
         if result.text:
             await self.push(PartialTranscriptFrame(text=result.text, at_ms=self._clock.now_ms()))
 

@@ -14,18 +14,24 @@ The life of a turn here:
    turn: the reply is dropped unheard (traced as discarded) and the transcripts are joined.
    Speech while the reply is heard is a **barge-in**: generation and synthesis stop, queued
    audio is flushed, and the agent's turn in the history is cut to the words heard.
+
+When a stage fails the caller still hears something (``faults``): a generator that raises,
+reports an error, or gives no text for ``llm_timeout_ms`` ends its reply there — with
+``reply_fallback`` if none of it was spoken — and an utterance that could not be transcribed
+is answered with ``transcript_fallback``. The reason goes into the turn's trace.
 """
 
 from __future__ import annotations
 
 import asyncio
+import logging
 import re
 from contextlib import aclosing
 from dataclasses import dataclass
 
 from llm import Turn, TurnGenerator
 from pipeline.clock import Clock
-from pipeline.config import TurnConfig
+from pipeline.config import FaultsConfig, TurnConfig
 from pipeline.frames import (
     BargeInFrame,
     EndOfReplyFrame,
@@ -38,11 +44,15 @@ from pipeline.frames import (
     SpeechStartFrame,
     StopReplyFrame,
     TextPieceFrame,
+    TranscriptFailedFrame,
     TurnCommittedFrame,
     TurnWithdrawnFrame,
 )
 from pipeline.playback_ledger import PlaybackLedger
 from pipeline.stage import Stage
+from pipeline.stages._time_limits import arriving_within
+
+logger = logging.getLogger(__name__)
 
 _SENTENCE_END = re.compile(r"[.!?…][\"')\]]*$")
 
@@ -60,6 +70,9 @@ class _Reply:
     error: str | None = None
     done: bool = False
     committed: bool = False
+    in_history: bool = True
+    """False for the request to repeat what could not be transcribed: nothing was said that
+    the model should see."""
 
 
 class TurnStage(Stage):
@@ -70,6 +83,7 @@ class TurnStage(Stage):
         clock: Clock,
         ledger: PlaybackLedger,
         config: TurnConfig,
+        faults: FaultsConfig | None = None,
         name: str = "turn",
     ) -> None:
         super().__init__(name=name)
@@ -77,6 +91,7 @@ class TurnStage(Stage):
         self._clock = clock
         self._ledger = ledger
         self._config = config
+        self._faults = faults or FaultsConfig()
         self.history: list[Turn] = []
         """Completed turns, the agent's cut to what the caller heard."""
         self._pending_user_text = ""
@@ -109,6 +124,9 @@ class TurnStage(Stage):
             case StopReplyFrame():
                 await self.push(frame)
                 await self._stop_reply(frame.at_ms)
+            case TranscriptFailedFrame():
+                await self.push(frame)
+                await self._ask_to_repeat(frame.at_ms)
             case _:
                 await self.push(frame)
 
@@ -144,8 +162,22 @@ class TurnStage(Stage):
         if new_utterance:
             self._pending_user_text = reply.user_text
         if reply.committed:  # the user turn is open again
-            del self.history[-2 if reply.done else -1 :]
+            if reply.in_history:
+                del self.history[-2 if reply.done else -1 :]
             await self.push(TurnWithdrawnFrame(turn_index=reply.turn_index))
+
+    async def _ask_to_repeat(self, at_ms: float) -> None:
+        """The caller's words were lost: ask for them again, as a committed turn of its own."""
+        self._cancel_hold()
+        if self._reply is not None:
+            await self._drop(self._reply, reason="transcription failed")
+        reply = _Reply(self._next_index, "", at_ms, self._clock.now_ms(), in_history=False)
+        self._next_index += 1
+        self._reply = reply
+        reply.task = self.spawn(
+            self._speak(reply, self._faults.transcript_fallback), name="ask-to-repeat"
+        )
+        await self._commit()
 
     async def _stop_reply(self, at_ms: float) -> None:
         """The application stops the agent: a reply being heard is cut as by a barge-in. One
@@ -163,9 +195,9 @@ class TurnStage(Stage):
         await self._stop(reply, reason="barge-in")
         heard = self._ledger.heard_text(reply.turn_index)
         self._ledger.forget(reply.turn_index)
-        if reply.done:
+        if reply.in_history and reply.done:
             self.history[-1] = Turn("agent", heard)
-        else:
+        elif reply.in_history:
             self.history.append(Turn("agent", heard))
         await self.push(BargeInFrame(turn_index=reply.turn_index, at_ms=at_ms, spoken_text=heard))
 
@@ -184,10 +216,11 @@ class TurnStage(Stage):
         if reply is None or reply.committed:
             return
         reply.committed = True
-        self._pending_user_text = ""
-        self.history.append(Turn("user", reply.user_text))
-        if reply.done:
-            self.history.append(Turn("agent", reply.text))
+        if reply.in_history:
+            self._pending_user_text = ""
+            self.history.append(Turn("user", reply.user_text))
+            if reply.done:
+                self.history.append(Turn("agent", reply.text))
         await self.push(
             TurnCommittedFrame(
                 turn_index=reply.turn_index,
@@ -206,32 +239,51 @@ class TurnStage(Stage):
     # --- work -------------------------------------------------------------------------------
 
     async def _generate(self, reply: _Reply, prompt: list[Turn]) -> None:
-        # Closed here, not left to the garbage collector, when a barge-in cancels this task
-        # while it waits on TTS: a remote backend's HTTP stream must not outlive the reply.
-        async with aclosing(self._generator.stream(prompt)) as pieces:
-            async for piece in pieces:
-                reply.text += piece.text
-                reply.error = piece.error or reply.error
-                if self._config.early_emission:
-                    await self.push(
-                        TextPieceFrame(
-                            text=piece.text,
-                            at_ms=piece.at_ms,
-                            turn_index=reply.turn_index,
-                            error=piece.error,
-                        )
-                    )
-        if not self._config.early_emission and reply.text:
+        limit_ms = self._faults.llm_timeout_ms
+        try:
+            # Closed here, not left to the garbage collector, when a barge-in cancels this
+            # task while it waits on TTS: a remote backend's stream must not outlive the reply.
+            async with aclosing(self._generator.stream(prompt)) as pieces:
+                async for piece in arriving_within(pieces, limit_ms):
+                    reply.error = piece.error or reply.error
+                    if piece.text:
+                        await self._emit(reply, piece.text, piece.at_ms)
+        except Exception as exc:  # the generator failed, or went quiet past its limit
+            reply.error = (
+                f"no reply text for {limit_ms:g} ms"
+                if isinstance(exc, TimeoutError)
+                else f"the generator failed: {exc!r}"
+            )
+            logger.warning("%s: reply %d: %s", self.name, reply.turn_index, reply.error)
+        fallback = "" if reply.text.strip() else self._faults.reply_fallback
+        await self._finish(reply, fallback if reply.error is not None else "")
+
+    async def _speak(self, reply: _Reply, text: str) -> None:
+        """A reply of fixed words."""
+        await self._finish(reply, text)
+
+    async def _emit(self, reply: _Reply, text: str, at_ms: float) -> None:
+        reply.text += text
+        if self._config.early_emission:
+            await self.push(TextPieceFrame(text=text, at_ms=at_ms, turn_index=reply.turn_index))
+
+    async def _finish(self, reply: _Reply, last_words: str) -> None:
+        """End ``reply`` with ``last_words`` (none, a fallback, or all of a fixed reply); a
+        failure's reason goes to the trace with the last piece."""
+        reply.text += last_words
+        # Without early emission the whole reply goes now; with it, what is left.
+        text = last_words if self._config.early_emission else reply.text
+        if text or (reply.error is not None and self._config.early_emission):
             await self.push(
                 TextPieceFrame(
-                    text=reply.text,
+                    text=text,
                     at_ms=self._clock.now_ms(),
                     turn_index=reply.turn_index,
                     error=reply.error,
                 )
             )
         reply.done = True
-        if reply.committed:
+        if reply.committed and reply.in_history:
             self.history.append(Turn("agent", reply.text))
         await self.push(EndOfReplyFrame(turn_index=reply.turn_index))
 

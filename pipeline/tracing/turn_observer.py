@@ -20,6 +20,7 @@ from pipeline.frames import (
     SpeculationDiscardedFrame,
     SpeechStartFrame,
     TextPieceFrame,
+    TranscriptFailedFrame,
     TurnCommittedFrame,
     TurnWithdrawnFrame,
 )
@@ -34,6 +35,8 @@ class _ReplyEvents:
     """Anchor events of one reply attempt, gathered before (and after) its commit."""
 
     events: dict[AnchorEvent, float] = field(default_factory=dict)
+    error: str | None = None
+    """Why the generation failed, if it did."""
 
     def first(self, event: AnchorEvent, at_ms: float) -> None:
         self.events.setdefault(event, at_ms)
@@ -46,6 +49,10 @@ class TurnTraceObserver:
         self._speech_start_ms: float | None = None
         self._vad_speech_end_ms: float | None = None
         self._replies: dict[int, _ReplyEvents] = {}
+        self._stt_error: str | None = None
+        """Why the last utterance could not be transcribed, for the turn that answers it."""
+        self._reply_texts: dict[int, str] = {}
+        """What the generator said for each reply attempt: the committed one is recorded."""
         self._committed: int | None = None
         self._committed_speech_start: float | None = None
         self._discarded: list[SpeculationDiscardedFrame] = []
@@ -59,8 +66,14 @@ class TurnTraceObserver:
                 self._speech_start_ms = frame.at_ms
             case EndpointFrame() if source == "vad":
                 self._vad_speech_end_ms = frame.speech_end_ms
+            case TranscriptFailedFrame() if source == "stt":
+                self._stt_error = frame.reason
             case TextPieceFrame() if source == "turn":
                 self._reply_event(frame.turn_index, A.LLM_FIRST_EMIT, frame.at_ms)
+                texts = self._reply_texts
+                texts[frame.turn_index] = texts.get(frame.turn_index, "") + frame.text
+                if frame.error is not None:
+                    self._reply_error(frame.turn_index, frame.error)
             case EndOfReplyFrame() if source == "turn":
                 self._reply_event(frame.turn_index, A.LLM_DONE, now)
             case AudioOutFrame() if source == "tts":
@@ -107,9 +120,18 @@ class TurnTraceObserver:
         tracer.annotate("transcript", frame.user_text)
         if self._vad_speech_end_ms is not None:
             tracer.annotate("vad_speech_end_ms", self._vad_speech_end_ms)
-        for event, at_ms in self._replies.pop(frame.turn_index, _ReplyEvents()).events.items():
+        reply = self._replies.pop(frame.turn_index, _ReplyEvents())
+        for event, at_ms in reply.events.items():
             tracer.mark(event, at_ms)
+        if reply.error is not None:
+            tracer.annotate("llm_error", reply.error)
+        if self._stt_error is not None:
+            tracer.annotate("stt_error", self._stt_error)
+            self._stt_error = None
         self._replies.clear()  # other attempts were discarded
+        self._reply_texts = {
+            index: text for index, text in self._reply_texts.items() if index >= frame.turn_index
+        }
         self._committed_speech_start = self._speech_start_ms
         self._speech_start_ms = None
 
@@ -126,7 +148,16 @@ class TurnTraceObserver:
         else:
             self._replies.setdefault(turn_index, _ReplyEvents()).first(event, at_ms)
 
+    def _reply_error(self, turn_index: int, error: str) -> None:
+        if turn_index == self._committed:
+            self._tracer.annotate("llm_error", error)
+        else:
+            self._replies.setdefault(turn_index, _ReplyEvents()).error = error
+
     def _close(self) -> None:
         if self._committed is not None:
+            # The record of the conversation: with `transcript`, what each side said (and, on
+            # a barge-in, `heard`: what of the reply the caller heard).
+            self._tracer.annotate("reply", self._reply_texts.pop(self._committed, "").strip())
             self._tracer.end_turn()
             self._committed = None

@@ -73,8 +73,12 @@ class TwilioEmulator:
         *,
         stream_sid: str | None = None,
         custom_parameters: dict[str, str] | None = None,
+        headers: dict[str, str] | None = None,
     ) -> None:
+        """``headers`` go with the websocket's handshake: a token's ``Authorization``, or the
+        ``X-Twilio-Signature`` Twilio signs it with (see ``web.access``)."""
         self.url = url
+        self.headers = headers or {}
         self.stream_sid = stream_sid or f"MZ{uuid.uuid4().hex}"
         self.custom_parameters = custom_parameters or {}
         self.played: list[PlayedAudio] = []
@@ -109,7 +113,7 @@ class TwilioEmulator:
     # --- the call --------------------------------------------------------------------------
 
     async def __aenter__(self) -> TwilioEmulator:
-        self._ws = await connect(self.url)
+        self._ws = await connect(self.url, additional_headers=self.headers)
         await self._send(ConnectedMessage())
         start = StreamStart(
             stream_sid=self.stream_sid,
@@ -174,6 +178,16 @@ class TwilioEmulator:
             except ConnectionClosed:
                 pass
             self._record_close()
+        for task in self._tasks:
+            task.cancel()
+        await asyncio.gather(*self._tasks, return_exceptions=True)
+        self._tasks.clear()
+
+    async def vanish(self) -> None:
+        """Drop the connection without a ``stop`` or a close frame: a network gone, a crashed
+        media server."""
+        if self._ws is not None:
+            self._ws.transport.abort()
         for task in self._tasks:
             task.cancel()
         await asyncio.gather(*self._tasks, return_exceptions=True)

@@ -1,0 +1,321 @@
+"""Faults, and nothing lost: a caller vanishing at each phase of a turn, a stage that raises or
+hangs — each ends in a spoken fallback or a graceful close within a bounded time, the reason
+in the trace, the record of the conversation on disk, and no task left behind.
+
+The models are the real ones; a fault is injected by wrapping one (the only doubles here).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import signal
+import subprocess
+import sys
+from collections.abc import AsyncGenerator, AsyncIterator, Sequence
+from pathlib import Path
+
+import numpy as np
+import pytest
+from speech_data import clip
+from web_harness import wait_until, web_config
+
+from llm import ReplyPiece, Turn, TurnGenerator, create_generator
+from pipeline.caller import SimulatedCaller
+from pipeline.clock import MonotonicClock
+from pipeline.config import CadenceConfig, FaultsConfig, TracingConfig
+from pipeline.models import load_stt, load_tts
+from pipeline.pipeline import StageFailedError
+from pipeline.recording_sink import RecordingSink
+from pipeline.session import VoiceSession
+from pipeline.tracing import AnchorEvent, TurnTrace, read_traces
+from voice.audio import Pcm16
+from voice.stt import Transcription
+from web.emulators.twilio import TwilioEmulator
+from web.server import CadenceServer
+
+CALLER = "osr_us_0034_8k_s01"
+
+
+def logged_config(tmp_path: Path) -> CadenceConfig:
+    return web_config().model_copy(
+        update={"tracing": TracingConfig(jsonl_path=str(tmp_path / "traces.jsonl"))}
+    )
+
+
+async def _until_heard(phone: TwilioEmulator, ms: float) -> None:
+    for _ in range(150):
+        if sum(len(p.pcm) for p in phone.played) / 8 >= ms:
+            return
+        await phone.pause(100)
+    raise AssertionError(f"no {ms:.0f} ms of reply within 15 s")
+
+
+@pytest.mark.parametrize(
+    "phase", ["before speaking", "mid-sentence", "after the endpoint", "mid-reply"]
+)
+async def test_a_caller_vanishing_at_any_phase_leaves_nothing_behind(
+    tmp_path: Path, phase: str
+) -> None:
+    audio = clip(CALLER).telephone_audio()
+    async with CadenceServer(logged_config(tmp_path)) as server:
+        url = f"ws://127.0.0.1:{server.port}/twilio"
+        async with TwilioEmulator(url) as phone:
+            await phone.pause(500)
+            if phase == "mid-sentence":
+                await phone.say(audio[: len(audio) // 2], 8000)
+            elif phase == "after the endpoint":
+                await phone.say(audio, 8000)
+                await phone.pause(400)  # past the endpoint, the reply is being made
+            elif phase == "mid-reply":
+                await phone.say(audio, 8000)
+                await _until_heard(phone, 500)
+            session = server.calls[f"twilio-{phone.stream_sid}"].session
+            assert session is not None
+            await phone.vanish()
+            await wait_until(lambda: not server.calls, "the server to notice", timeout_s=5)
+        assert session.pipeline.tasks == []
+    traces = read_traces(tmp_path / "traces.jsonl") if (tmp_path / "traces.jsonl").exists() else []
+    if phase in ("after the endpoint", "mid-reply"):
+        # The turn was committed: its record is on disk, what the caller said included.
+        [turn] = [t for t in traces if t.annotations.get("transcript")]
+        assert "gold ring" in str(turn.annotations["transcript"]).lower()
+    else:
+        assert not [t for t in traces if t.annotations.get("transcript")]
+
+
+CRASHING_WRITER = """
+import os, signal, sys, time
+from pathlib import Path
+from pipeline.clock import MonotonicClock
+from pipeline.tracing import AnchorEvent, JsonlTraceSink, LatencyTracer
+
+clock = MonotonicClock()
+tracer = LatencyTracer("crash", clock, [JsonlTraceSink(Path(sys.argv[1]))])
+for turn in range(3):
+    tracer.mark(AnchorEvent.ENDPOINT)
+    tracer.annotate("transcript", f"turn {turn}")
+    tracer.end_turn()
+time.sleep(0.3)
+tracer.mark(AnchorEvent.ENDPOINT)  # the turn in flight
+os.kill(os.getpid(), signal.SIGKILL)
+"""
+
+
+def test_a_crash_loses_at_most_the_turn_in_flight(tmp_path: Path) -> None:
+    log = tmp_path / "traces.jsonl"
+    run = subprocess.run(
+        [sys.executable, "-c", CRASHING_WRITER, str(log)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert run.returncode == -signal.SIGKILL, run.stderr
+    lines = log.read_text().splitlines()
+    assert [json.loads(line)["annotations"]["transcript"] for line in lines] == [
+        "turn 0",
+        "turn 1",
+        "turn 2",
+    ]
+    # And the report reads the log as it was left.
+    report = subprocess.run(
+        [Path(sys.executable).parent / "cadence", "report", str(log), "-o", str(tmp_path / "r")],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert report.returncode == 0, report.stderr
+    assert (tmp_path / "r" / "report.md").exists()
+
+
+async def test_lines_of_concurrent_sessions_never_interleave(tmp_path: Path) -> None:
+    from pipeline.clock import MonotonicClock
+    from pipeline.tracing import AnchorEvent, JsonlTraceSink, LatencyTracer
+
+    log = tmp_path / "traces.jsonl"
+    clock = MonotonicClock()
+    tracers = [LatencyTracer(f"s{n}", clock, [JsonlTraceSink(log)]) for n in range(8)]
+    for turn in range(25):
+        for tracer in tracers:
+            tracer.mark(AnchorEvent.ENDPOINT)
+            tracer.annotate("transcript", "x" * 5000 + str(turn))
+            tracer.end_turn()
+
+    def close_all() -> None:
+        for tracer in tracers:
+            tracer.close()  # waits until each session's lines are on the disk
+
+    await asyncio.to_thread(close_all)
+    traces = read_traces(log)
+    assert len(traces) == 200
+    assert {t.session_id for t in traces} == {f"s{n}" for n in range(8)}
+
+
+# --- a stage that raises or hangs -------------------------------------------------------------
+
+LIMIT_MS = 600
+"""The faults' time limits in these tests: short, so a hang is over quickly."""
+
+
+class Fault:
+    """What an injected fault does while it is ``on``: raise, or never answer."""
+
+    def __init__(self, mode: str) -> None:
+        self.mode = mode
+        self.on = True
+
+    async def strike(self) -> None:
+        if self.mode == "raise":
+            raise RuntimeError("injected fault")
+        await asyncio.Event().wait()  # hangs until cancelled
+
+
+class FaultyGenerator:
+    """The real generator, but a reply fails while the fault is on."""
+
+    def __init__(self, real: TurnGenerator, fault: Fault) -> None:
+        self._real = real
+        self._fault = fault
+
+    async def prefill(self, history: Sequence[Turn]) -> None:
+        await self._real.prefill(history)
+
+    async def stream(self, history: Sequence[Turn]) -> AsyncGenerator[ReplyPiece, None]:
+        if self._fault.on:
+            await self._fault.strike()
+        async for piece in self._real.stream(history):
+            yield piece
+
+    async def aclose(self) -> None:
+        await self._real.aclose()
+
+
+def fault_config() -> CadenceConfig:
+    return CadenceConfig(
+        tracing=TracingConfig(jsonl_path=None),
+        faults=FaultsConfig(
+            stt_timeout_ms=LIMIT_MS, llm_timeout_ms=LIMIT_MS, tts_timeout_ms=LIMIT_MS
+        ),
+    )
+
+
+class Call:
+    def __init__(self, config: CadenceConfig, generator: TurnGenerator | None = None) -> None:
+        self.traces = Traces()
+        clock = MonotonicClock()
+        self.sink = RecordingSink(clock)
+        self.session = VoiceSession(
+            config, self.sink, session_id="faulty", output_sample_rate=16000, clock=clock,
+            generator=generator, trace_sinks=[self.traces],
+        )  # fmt: skip
+        self.caller = SimulatedCaller(self.session)
+
+    async def turn(self, clip_id: str, then_ms: float = 3000) -> None:
+        await self.caller.say(clip(clip_id).audio())
+        await self.caller.pause(then_ms)
+
+
+class Traces:
+    def __init__(self) -> None:
+        self.turns: list[TurnTrace] = []
+
+    def write(self, turn: TurnTrace) -> None:
+        self.turns.append(turn)
+
+    def close(self) -> None:
+        pass
+
+
+@pytest.mark.parametrize("mode", ["raise", "hang"])
+async def test_a_failed_transcription_asks_the_caller_to_repeat_and_the_call_goes_on(
+    mode: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    config = fault_config()
+    transcriber = load_stt(config.models.stt)
+    real, fault = transcriber.transcribe, Fault(mode)
+
+    async def transcribe(pcm: Pcm16) -> Transcription:
+        if fault.on:
+            await fault.strike()
+        return await real(pcm)
+
+    monkeypatch.setattr(transcriber, "transcribe", transcribe)
+    call = Call(config)
+    await call.session.start()
+    try:
+        await call.caller.pause(500)
+        await call.turn("sb_spk2_snt4")
+        fault.on = False
+        await call.turn("sb_spk2_snt2")
+    finally:
+        await call.session.close()
+    first, *rest = [t for t in call.traces.turns if AnchorEvent.ENDPOINT in t.events]
+    expected = "took over 600 ms" if mode == "hang" else "RuntimeError('injected fault')"
+    assert expected in str(first.annotations["stt_error"])
+    assert first.annotations["reply"] == config.faults.transcript_fallback
+    assert AnchorEvent.AUDIO_OUT_FIRST in first.events  # the caller heard it
+    # The lost words are not in the history; the next turn is answered as usual.
+    assert [t.speaker for t in call.session.history] == ["user", "agent"]
+    assert "joy" in call.session.history[0].text.lower()  # the second clip
+    assert rest
+    assert "stt_error" not in rest[-1].annotations
+
+
+@pytest.mark.parametrize("mode", ["raise", "hang"])
+async def test_a_failed_generator_speaks_the_fallback_and_the_call_goes_on(mode: str) -> None:
+    config = fault_config()
+    fault = Fault(mode)
+    call = Call(config, FaultyGenerator(create_generator(config.models.llm), fault))
+    await call.session.start()
+    try:
+        await call.caller.pause(500)
+        await call.turn("sb_spk2_snt4")
+        fault.on = False
+        await call.turn("sb_spk2_snt2")
+    finally:
+        await call.session.close()
+    first, *rest = [t for t in call.traces.turns if AnchorEvent.ENDPOINT in t.events]
+    expected = "no reply text for 600 ms" if mode == "hang" else "the generator failed"
+    assert expected in str(first.annotations["llm_error"])
+    assert first.annotations["reply"] == config.faults.reply_fallback
+    assert AnchorEvent.AUDIO_OUT_FIRST in first.events
+    history = call.session.history
+    assert [t.speaker for t in history] == ["user", "agent", "user", "agent"]
+    # The fallback, or what of it was heard before the caller spoke again.
+    assert history[1].text
+    assert config.faults.reply_fallback.startswith(history[1].text)
+    assert history[3].text != config.faults.reply_fallback
+    assert rest
+    assert "llm_error" not in rest[-1].annotations
+
+
+@pytest.mark.parametrize("mode", ["raise", "hang"])
+async def test_a_failed_synthesizer_ends_the_session_in_bounded_time_with_the_reason(
+    mode: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    config = fault_config()
+    synthesizer = load_tts(config.models.tts)
+    fault = Fault(mode)
+
+    async def synthesize(text: str) -> AsyncIterator[Pcm16]:
+        await fault.strike()
+        yield np.zeros(0, np.int16)
+
+    monkeypatch.setattr(synthesizer, "synthesize", synthesize)
+    call = Call(config)
+    await call.session.start()
+    try:
+        await call.caller.pause(500)
+        await call.caller.say(clip("sb_spk2_snt4").audio())
+        async with asyncio.timeout(5 + LIMIT_MS / 1000):  # the endpoint, the reply, the limit
+            with pytest.raises(StageFailedError, match="stage tts failed"):
+                await call.session.pipeline.wait()
+    finally:
+        await call.session.cancel("test over")
+    assert call.session.pipeline.tasks == []
+    assert call.sink.sent == []  # nothing was played
+    failure = str(call.traces.turns[-1].annotations["failure"])
+    assert failure.startswith("tts: ")
+    assert ("stopped coming for 600 ms" if mode == "hang" else "injected fault") in failure
