@@ -22,7 +22,8 @@ import asyncio
 import re
 from abc import ABC, abstractmethod
 from collections import defaultdict
-from contextlib import AsyncExitStack
+from collections.abc import Iterator
+from contextlib import AsyncExitStack, contextmanager
 from types import TracebackType
 from typing import Self
 
@@ -142,6 +143,17 @@ class CallRunner(ABC):
                 self._ended[call_id].set()
 
 
+@contextmanager
+def _refusal(call_id: str) -> Iterator[None]:
+    """A close with 1013 (the server is full) as ``CallRefusedError``."""
+    try:
+        yield
+    except ConnectionClosed as exc:
+        if exc.rcvd is not None and exc.rcvd.code == CloseCode.TRY_AGAIN_LATER:
+            raise CallRefusedError(f"{call_id}: {exc.rcvd.reason}") from None
+        raise
+
+
 def _session(server: CadenceServer, call_id: str) -> VoiceSession:
     call = server.calls.get(call_id)
     if call is None or call.session is None:
@@ -163,21 +175,18 @@ class TwilioTurnRunner(CallRunner):
         stream_sid = "MZ" + re.sub(r"[^A-Za-z0-9_-]", "_", session_id)[:62]
         call_id = f"twilio-{stream_sid}"
         url = f"ws://127.0.0.1:{server.port}{server.config.telephony.twilio_path}"
-        async with TwilioEmulator(url, stream_sid=stream_sid) as phone:
-            try:
+        # A full server closes with 1013 at once, while the stream is still opening.
+        with _refusal(call_id):
+            async with TwilioEmulator(url, stream_sid=stream_sid) as phone:
                 await phone.pause(LEAD_MS)  # the session opens meanwhile
-            except ConnectionClosed as exc:
-                if exc.rcvd is not None and exc.rcvd.code == CloseCode.TRY_AGAIN_LATER:
-                    raise CallRefusedError(f"{call_id}: {exc.rcvd.reason}") from None
-                raise
-            session = _session(server, call_id)
-            offset_ms = session.clock.now_ms() - phone.now_ms()  # emulator → session clock
-            true_end = phone.position_ms + speech_end
-            await phone.say(audio, TELEPHONE_RATE)
-            waited = 0.0
-            while waited < TAIL_MS or (not phone.played and waited < MAX_REPLY_WAIT_MS):
-                await phone.pause(POLL_MS)
-                waited += POLL_MS
+                session = _session(server, call_id)
+                offset_ms = session.clock.now_ms() - phone.now_ms()  # emulator → session
+                true_end = phone.position_ms + speech_end
+                await phone.say(audio, TELEPHONE_RATE)
+                waited = 0.0
+                while waited < TAIL_MS or (not phone.played and waited < MAX_REPLY_WAIT_MS):
+                    await phone.pause(POLL_MS)
+                    waited += POLL_MS
         heard = phone.first_heard_ms
         return await self._measured(
             call_id,

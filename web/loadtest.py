@@ -34,7 +34,8 @@ RUNNERS: dict[str, type[CallRunner]] = {"twilio": TwilioTurnRunner, "webrtc": We
 
 SAMPLE_EVERY_S = 5.0
 REFUSED_BACKOFF_S = 1.0
-"""A refused caller waits this long before calling again, as an auto-dialler would."""
+"""A refused (or failed) caller waits this long before calling again, as an auto-dialler
+would."""
 
 
 class _LevelFiles:
@@ -111,6 +112,7 @@ async def _run_level(
                 await asyncio.sleep(REFUSED_BACKOFF_S)
             except Exception as exc:  # a failed call is a finding, not the end of the test
                 result.errors.append(f"{session_id}: {exc!r}")
+                await asyncio.sleep(REFUSED_BACKOFF_S)  # and no reason to call again at once
 
     async def sample() -> None:
         process = psutil.Process()
