@@ -98,6 +98,9 @@ class CadenceServer:
             # up to here, and beyond it websockets closes with 1009 before reading it all.
             max_size=2 * MAX_MESSAGE_BYTES,
             close_timeout=CLOSE_TIMEOUT_S,
+            # No permessage-deflate: base64 μ-law and small JSON events barely compress, and
+            # a zlib stream pair per connection costs every call CPU and ~300 KB of memory.
+            compression=None,
             # At debug level websockets logs each request's line and headers.
             logger=without_credentials(logging.getLogger("websockets.server")),
         )
