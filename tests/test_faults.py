@@ -28,7 +28,7 @@ from pipeline.models import load_stt, load_tts
 from pipeline.pipeline import StageFailedError
 from pipeline.recording_sink import RecordingSink
 from pipeline.session import VoiceSession
-from pipeline.tracing import AnchorEvent, TurnTrace, read_traces
+from pipeline.tracing import AnchorEvent, MemoryTraceSink, TurnTrace, read_traces
 from voice.audio import Pcm16
 from voice.stt import Transcription
 from web.emulators.twilio import TwilioEmulator
@@ -203,7 +203,7 @@ def fault_config() -> CadenceConfig:
 
 class Call:
     def __init__(self, config: CadenceConfig, generator: TurnGenerator | None = None) -> None:
-        self.traces = Traces()
+        self.traces = MemoryTraceSink()
         clock = MonotonicClock()
         self.sink = RecordingSink(clock)
         self.session = VoiceSession(
@@ -212,20 +212,20 @@ class Call:
         )  # fmt: skip
         self.caller = SimulatedCaller(self.session)
 
-    async def turn(self, clip_id: str, then_ms: float = 3000) -> None:
-        await self.caller.say(clip(clip_id).audio())
-        await self.caller.pause(then_ms)
-
-
-class Traces:
-    def __init__(self) -> None:
-        self.turns: list[TurnTrace] = []
-
-    def write(self, turn: TurnTrace) -> None:
-        self.turns.append(turn)
-
-    def close(self) -> None:
-        pass
+    async def two_turns(self, fault: Fault) -> tuple[TurnTrace, list[TurnTrace]]:
+        """A question while the fault is on, another once it is off; the traces of the turns
+        answered, the first apart."""
+        await self.session.start()
+        try:
+            await self.caller.pause(500)
+            for clip_id in ("sb_spk2_snt4", "sb_spk2_snt2"):
+                await self.caller.say(clip(clip_id).audio())
+                await self.caller.pause(3000)
+                fault.on = False
+        finally:
+            await self.session.close()
+        first, *rest = [t for t in self.traces.turns if AnchorEvent.ENDPOINT in t.events]
+        return first, rest
 
 
 @pytest.mark.parametrize("mode", ["raise", "hang"])
@@ -243,15 +243,7 @@ async def test_a_failed_transcription_asks_the_caller_to_repeat_and_the_call_goe
 
     monkeypatch.setattr(transcriber, "transcribe", transcribe)
     call = Call(config)
-    await call.session.start()
-    try:
-        await call.caller.pause(500)
-        await call.turn("sb_spk2_snt4")
-        fault.on = False
-        await call.turn("sb_spk2_snt2")
-    finally:
-        await call.session.close()
-    first, *rest = [t for t in call.traces.turns if AnchorEvent.ENDPOINT in t.events]
+    first, rest = await call.two_turns(fault)
     expected = "took over 600 ms" if mode == "hang" else "RuntimeError('injected fault')"
     assert expected in str(first.annotations["stt_error"])
     assert first.annotations["reply"] == config.faults.transcript_fallback
@@ -268,15 +260,7 @@ async def test_a_failed_generator_speaks_the_fallback_and_the_call_goes_on(mode:
     config = fault_config()
     fault = Fault(mode)
     call = Call(config, FaultyGenerator(create_generator(config.models.llm), fault))
-    await call.session.start()
-    try:
-        await call.caller.pause(500)
-        await call.turn("sb_spk2_snt4")
-        fault.on = False
-        await call.turn("sb_spk2_snt2")
-    finally:
-        await call.session.close()
-    first, *rest = [t for t in call.traces.turns if AnchorEvent.ENDPOINT in t.events]
+    first, rest = await call.two_turns(fault)
     expected = "no reply text for 600 ms" if mode == "hang" else "the generator failed"
     assert expected in str(first.annotations["llm_error"])
     assert first.annotations["reply"] == config.faults.reply_fallback

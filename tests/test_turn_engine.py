@@ -15,20 +15,9 @@ from pipeline.config import CadenceConfig, TracingConfig
 from pipeline.frames import Frame, SpeechStartFrame
 from pipeline.recording_sink import RecordingSink
 from pipeline.session import VoiceSession
-from pipeline.tracing import AnchorEvent, TurnTrace
+from pipeline.tracing import AnchorEvent, MemoryTraceSink
 
 A = AnchorEvent
-
-
-@dataclass
-class Traces:
-    turns: list[TurnTrace] = field(default_factory=list)
-
-    def write(self, turn: TurnTrace) -> None:
-        self.turns.append(turn)
-
-    def close(self) -> None:
-        pass
 
 
 @dataclass
@@ -48,7 +37,7 @@ class Call:
     session: VoiceSession
     caller: SimulatedCaller
     sink: RecordingSink
-    traces: Traces
+    traces: MemoryTraceSink
     speech_starts: SpeechStarts
 
 
@@ -56,7 +45,7 @@ class Call:
 async def call() -> AsyncIterator[Call]:
     config = CadenceConfig(tracing=TracingConfig(jsonl_path=None))
     clock = MonotonicClock()
-    sink, traces, starts = RecordingSink(clock), Traces(), SpeechStarts(clock)
+    sink, traces, starts = RecordingSink(clock), MemoryTraceSink(), SpeechStarts(clock)
     session = VoiceSession(
         config,
         sink,

@@ -28,7 +28,7 @@ from pipeline.config import CadenceConfig, LlmConfig, TracingConfig
 from pipeline.frames import AudioOutFrame, FinalTranscriptFrame, Frame
 from pipeline.recording_sink import RecordingSink
 from pipeline.session import SAMPLE_RATE, VoiceSession
-from pipeline.tracing import AnchorEvent, TurnTrace
+from pipeline.tracing import AnchorEvent, MemoryTraceSink, TurnTrace
 from pipeline.tracing.turn_trace import Annotation
 from voice.audio.speech_bounds import speech_bounds_ms
 from voice.audio.wavfile import read_audio
@@ -66,17 +66,6 @@ def variants(config: CadenceConfig, ablate: list[str]) -> list[Variant]:
     return result
 
 
-class _TraceList:
-    def __init__(self) -> None:
-        self.turns: list[TurnTrace] = []
-
-    def write(self, turn: TurnTrace) -> None:
-        self.turns.append(turn)
-
-    def close(self) -> None:
-        pass
-
-
 class _TurnWatch:
     """Observer: whether a reply is being heard, and whether a transcript came from
     speculation (misses are the discarded decodes, traced as such)."""
@@ -105,7 +94,7 @@ async def run_turn(
     audio = read_audio(clip.path, SAMPLE_RATE)
     _, speech_end = speech_bounds_ms(audio, SAMPLE_RATE)
     clock = MonotonicClock()
-    traces, watch = _TraceList(), _TurnWatch()
+    traces, watch = MemoryTraceSink(), _TurnWatch()
     session = VoiceSession(
         bench_config(variant.config), RecordingSink(clock), session_id=session_id,
         output_sample_rate=SAMPLE_RATE, clock=clock, trace_sinks=[traces], observers=[watch],

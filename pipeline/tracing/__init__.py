@@ -10,6 +10,7 @@ from pipeline.tracing.anchors import (
 from pipeline.tracing.session import session_tracer
 from pipeline.tracing.sinks import (
     JsonlTraceSink,
+    MemoryTraceSink,
     OtelTraceSink,
     TraceSink,
     otlp_tracer_provider,
@@ -27,6 +28,7 @@ __all__ = [
     "DiscardedWork",
     "JsonlTraceSink",
     "LatencyTracer",
+    "MemoryTraceSink",
     "OtelTraceSink",
     "TraceError",
     "TraceSink",

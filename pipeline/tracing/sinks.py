@@ -28,6 +28,19 @@ class TraceSink(Protocol):
     def close(self) -> None: ...
 
 
+class MemoryTraceSink:
+    """Keeps every finished turn in ``turns``: for a benchmark or a test that reads them."""
+
+    def __init__(self) -> None:
+        self.turns: list[TurnTrace] = []
+
+    def write(self, turn: TurnTrace) -> None:
+        self.turns.append(turn)
+
+    def close(self) -> None:
+        """Nothing to release: the turns stay readable."""
+
+
 _LOG_WRITER = ThreadPoolExecutor(max_workers=1, thread_name_prefix="cadence-trace-log")
 """One thread appends every session's lines, in order: ``fsync`` can take tens of
 milliseconds on a busy disk, which the event loop pacing every call's audio must not wait."""
