@@ -264,7 +264,7 @@ async def test_bad_messages_in_a_stream_are_logged_and_ignored(
             "50 bad messages; closing the stream",
         ),
         # Over the server's frame limit: websockets refuses it before reading it all.
-        (["x" * 300_000], 1009, "frame exceeds limit of 131072 bytes"),
+        (["x" * 300_000], 1009, "frame with 300000 bytes exceeds limit of 131072 bytes"),
     ],
 )
 async def test_a_stream_that_cannot_work_is_closed_with_the_reason(
