@@ -29,7 +29,7 @@ async def caller(session: VoiceSession, recording: Path) -> None:
 async def main(recording: Path, reply_path: Path) -> None:
     agent = Agent()  # the default configuration: embedded models, fully offline
     await agent.load()  # fails here, naming the config key, if a model is missing
-    session = await agent.open_session(output_sample_rate=16000)  # no sink: audio as events
+    session = await agent.open_session(output_sample_rate=16000)  # no output: audio as events
     reply: list[np.ndarray] = []
     async with session:  # closed on the way out: every task finished, the trace written
         line = asyncio.create_task(caller(session, recording))

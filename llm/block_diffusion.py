@@ -17,13 +17,13 @@ from collections.abc import Callable, Iterator
 import torch
 
 import kernels
+from core.clock import Clock
 from kernels import CommitDecision
 from llm.attention_masks import step_mask
 from llm.cached_decoder import CachedDecoder
 from llm.commit_rule import deadline_threshold
 from llm.decoding import DecodingOptions, ReplyStats
 from llm.emission import ReplyPiece, WordEmitter
-from pipeline.clock import Clock
 
 
 class BlockDiffusionDecoder(CachedDecoder):
@@ -96,7 +96,7 @@ class BlockDiffusionDecoder(CachedDecoder):
         before: torch.Tensor | None,
         threshold: Callable[[], float],
     ) -> tuple[CommitDecision, torch.Tensor | None]:
-        """One denoising step (the unit :mod:`kernels.bench` times): a forward of ``block`` on
+        """One denoising step (the unit the kernel benchmark times): a forward of ``block`` on
         top of the cache (``pending`` goes first and enters the cache) and the commit
         decision for the block's positions.
         ``before`` is the logits row that predicts the block's position 0, once a forward has

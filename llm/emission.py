@@ -12,7 +12,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
-from pipeline.clock import Clock
+from core.clock import Clock
 
 
 @dataclass(frozen=True)

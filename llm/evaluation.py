@@ -19,6 +19,7 @@ from typing import Any
 import sacrebleu
 import torch
 
+from core.clock import MonotonicClock
 from llm.autoregressive import AutoregressiveDecoder
 from llm.block_diffusion import BlockDiffusionDecoder
 from llm.checkpoint import LoadedModel
@@ -27,7 +28,6 @@ from llm.dialogue import Dialogue, Turn
 from llm.generator import GeneratorOptions
 from llm.objectives import collate
 from llm.training import Objective, loss_function, windows_to_batches
-from pipeline.clock import MonotonicClock
 
 ELBO_SAMPLES = 4
 """Noise draws averaged for the diffusion model's ELBO."""

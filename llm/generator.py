@@ -18,6 +18,7 @@ from typing import Protocol
 
 import torch
 
+from core.clock import Clock, MonotonicClock
 from llm.autoregressive import AutoregressiveDecoder
 from llm.block_diffusion import BlockDiffusionDecoder
 from llm.checkpoint import CheckpointError, LoadedModel, load_model
@@ -25,8 +26,7 @@ from llm.decoding import DecodingOptions, ReplyStats
 from llm.dialogue import Turn
 from llm.emission import ReplyPiece
 from llm.graphed_decoder import GraphedBlockDiffusionDecoder
-from pipeline.clock import Clock, MonotonicClock
-from pipeline.config.models import LlmConfig
+from pipeline.config.schema import LLMOptions
 
 
 @dataclass(frozen=True)
@@ -38,7 +38,7 @@ class GeneratorOptions:
     """The oldest turns are dropped until the history fits this many tokens."""
 
     @classmethod
-    def from_config(cls, config: LlmConfig) -> GeneratorOptions:
+    def from_config(cls, config: LLMOptions) -> GeneratorOptions:
         return cls(
             decoding=DecodingOptions(
                 confidence_threshold=config.confidence_threshold,
@@ -164,7 +164,7 @@ class AutoregressiveTurnGenerator(DecoderTurnGenerator):
         super().__init__(decoder, loaded.format, options)
 
 
-def create_generator(config: LlmConfig, clock: Clock | None = None) -> TurnGenerator:
+def create_generator(config: LLMOptions, clock: Clock | None = None) -> TurnGenerator:
     """The generator ``config`` names (``models.llm``), ready; fails fast with a
     :class:`CheckpointError` naming the config key when its model cannot be had."""
     if config.backend == "openai":
@@ -174,7 +174,7 @@ def create_generator(config: LlmConfig, clock: Clock | None = None) -> TurnGener
     return load_local_generator(config, clock)
 
 
-def load_local_generator(config: LlmConfig, clock: Clock | None = None) -> DecoderTurnGenerator:
+def load_local_generator(config: LLMOptions, clock: Clock | None = None) -> DecoderTurnGenerator:
     """A local model's generator (backends ``dllm`` and ``ar``), its checkpoint loaded on
     ``config.device``; the checkpoint must fit the backend. A directory is an open-weight
     block-diffusion model (Fast-dLLM v2 or SDAR, told apart by its ``config.json``)."""

@@ -19,13 +19,13 @@ from dataclasses import dataclass
 import torch
 
 import kernels
+from core.clock import Clock
 from kernels import CachedBlock, CommitDecision
 from kernels.cuda_graph import CapturedStep, bucket_length
 from llm.block_diffusion import BlockDiffusionDecoder
 from llm.decoding import DecodingOptions
 from llm.dialogue_format import DialogueFormat
 from llm.model import ModelConfig, Transformer
-from pipeline.clock import Clock
 
 
 @dataclass

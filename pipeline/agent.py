@@ -21,13 +21,13 @@ import asyncio
 import itertools
 from collections.abc import Iterable
 
+from core.clock import MonotonicClock
 from llm import create_generator
-from pipeline.clock import MonotonicClock
 from pipeline.config import CadenceConfig
-from pipeline.models import load_stt, load_tts
+from pipeline.model_loading import load_stt, load_tts
 from pipeline.pipeline import FrameObserver
 from pipeline.session import VoiceSession
-from pipeline.stages.playout import AudioSink
+from pipeline.stages.playout import AudioOutput
 from pipeline.tracing import TraceSink
 
 _session_numbers = itertools.count(1)
@@ -47,14 +47,14 @@ class Agent:
         *,
         session_id: str | None = None,
         output_sample_rate: int = 16000,
-        sink: AudioSink | None = None,
+        output: AudioOutput | None = None,
         overlay: str | None = None,
         trace_sinks: Iterable[TraceSink] = (),
         observers: Iterable[FrameObserver] = (),
     ) -> VoiceSession:
-        """A started session. Reply audio goes to ``sink`` at ``output_sample_rate`` (without
-        a sink, it comes as ``ReplyAudioEvent``s); ``overlay`` names one of the configuration's
-        overlays (``UnknownOverlayError`` if it has none of that name)."""
+        """A started session. Reply audio goes to ``output`` at ``output_sample_rate``
+        (without one, it comes as ``ReplyAudioEvent``s); ``overlay`` names one of the
+        configuration's overlays (``UnknownOverlayError`` if it has none of that name)."""
         config = self.config if overlay is None else self.config.with_overlay(overlay)
         clock = MonotonicClock()
         # Loading the generator's checkpoint takes a while: not on the event loop, where other
@@ -62,7 +62,7 @@ class Agent:
         generator = await asyncio.to_thread(create_generator, config.models.llm, clock)
         session = VoiceSession(
             config,
-            sink,
+            output,
             session_id=session_id or f"session-{next(_session_numbers)}",
             output_sample_rate=output_sample_rate,
             clock=clock,

@@ -19,7 +19,7 @@ from typing import Literal
 from pipeline.frames import (
     AudioOutFrame,
     BargeInFrame,
-    DtmfFrame,
+    DTMFFrame,
     EndOfReplyFrame,
     EndpointFrame,
     FinalTranscriptFrame,
@@ -33,7 +33,7 @@ from pipeline.frames import (
     TurnWithdrawnFrame,
 )
 from pipeline.tracing import TurnTrace
-from voice.audio import Pcm16
+from voice.audio import PCM16
 
 logger = logging.getLogger(__name__)
 
@@ -62,45 +62,45 @@ class TranscriptEvent:
 
 @dataclass(frozen=True)
 class AgentTextEvent:
-    """A piece of the reply of ``turn``, as the generator hands it to speech synthesis."""
+    """A piece of reply ``reply_index``, as the generator hands it to speech synthesis."""
 
-    turn: int
+    reply_index: int
     text: str
 
 
 @dataclass(frozen=True)
 class TurnCommittedEvent:
-    """The caller's turn is over; the reply of ``turn`` (to ``user_text``) is being heard."""
+    """The caller's turn is over; reply ``reply_index`` (to ``user_text``) is being heard."""
 
-    turn: int
+    reply_index: int
     user_text: str
 
 
 @dataclass(frozen=True)
 class TurnWithdrawnEvent:
-    """The caller went on before any of the reply of ``turn`` was heard; it was dropped."""
+    """The caller went on before any of reply ``reply_index`` was heard; it was dropped."""
 
-    turn: int
+    reply_index: int
 
 
 @dataclass(frozen=True)
 class BargeInEvent:
-    """The reply of ``turn`` was cut (the caller spoke over it, or the application stopped it)
+    """Reply ``reply_index`` was cut (the caller spoke over it, or the application stopped it)
     after the words ``heard``, which is what the history keeps."""
 
-    turn: int
+    reply_index: int
     heard: str
 
 
 @dataclass(frozen=True)
 class ReplyPlayedEvent:
-    """All of the reply of ``turn`` went out to the transport."""
+    """All of reply ``reply_index`` went out to the transport."""
 
-    turn: int
+    reply_index: int
 
 
 @dataclass(frozen=True)
-class DtmfEvent:
+class DTMFEvent:
     """The caller pressed ``digit`` (0–9, ``*``, ``#``, A–D)."""
 
     digit: str
@@ -116,11 +116,11 @@ class TraceEvent:
 
 @dataclass(frozen=True)
 class ReplyAudioEvent:
-    """Reply audio to play now (sessions opened without an audio sink of their own); 20 ms of
+    """Reply audio to play now (sessions opened without an audio output of their own); 20 ms of
     mono PCM16, paced in real time."""
 
-    turn: int
-    pcm: Pcm16
+    reply_index: int
+    pcm: PCM16
     sample_rate: int
 
 
@@ -144,7 +144,7 @@ SessionEvent = (
     | TurnWithdrawnEvent
     | BargeInEvent
     | ReplyPlayedEvent
-    | DtmfEvent
+    | DTMFEvent
     | TraceEvent
     | ReplyAudioEvent
     | ClearAudioEvent
@@ -170,25 +170,25 @@ def frame_event(source: str, frame: Frame) -> SessionEvent | None:
             return TranscriptEvent(frame.text, final=False)
         case FinalTranscriptFrame() if source == "stt":
             return TranscriptEvent(frame.text, final=True, speculative=frame.speculative)
-        case DtmfFrame() if source == "vad":
-            return DtmfEvent(frame.digit, frame.at_ms)
+        case DTMFFrame() if source == "vad":
+            return DTMFEvent(frame.digit, frame.at_ms)
         case TextPieceFrame() if source == "turn":
-            return AgentTextEvent(frame.turn_index, frame.text)
+            return AgentTextEvent(frame.reply_index, frame.text)
         case TurnCommittedFrame() if source == "turn":
-            return TurnCommittedEvent(frame.turn_index, frame.user_text)
+            return TurnCommittedEvent(frame.reply_index, frame.user_text)
         case TurnWithdrawnFrame() if source == "turn":
-            return TurnWithdrawnEvent(frame.turn_index)
+            return TurnWithdrawnEvent(frame.reply_index)
         case BargeInFrame() if source == "turn":
-            return BargeInEvent(frame.turn_index, frame.spoken_text)
+            return BargeInEvent(frame.reply_index, frame.spoken_text)
         case EndOfReplyFrame() if source == "playout":
-            return ReplyPlayedEvent(frame.turn_index)
+            return ReplyPlayedEvent(frame.reply_index)
         case _:
             return None
 
 
 class SessionEvents:
-    """The event stream of one session: fed by its frames, traces and (without a sink of
-    the application's) reply audio; read once, by one reader, until the session ends."""
+    """The event stream of one session: fed by its frames, traces and (without an audio
+    output of the application's) reply audio; read once, by one reader, until the session ends."""
 
     def __init__(self, session_id: str) -> None:
         self._session_id = session_id
@@ -232,14 +232,14 @@ class SessionEvents:
         """The tracer closing: the stream itself ends with the session (``end``)."""
 
 
-class EventAudioSink:
+class EventAudioOutput:
     """Reply audio as events, for applications that play it themselves."""
 
     def __init__(self, events: SessionEvents) -> None:
         self._events = events
 
     async def send(self, frame: AudioOutFrame) -> None:
-        self._events.post(ReplyAudioEvent(frame.turn_index, frame.pcm, frame.sample_rate))
+        self._events.post(ReplyAudioEvent(frame.reply_index, frame.pcm, frame.sample_rate))
 
     async def clear(self) -> None:
         self._events.post(ClearAudioEvent())

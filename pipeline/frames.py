@@ -7,7 +7,7 @@ Three families decide how the runtime treats a frame:
   flushes them too, except ``EndFrame``, which must always reach the end of the pipeline.
 * ``SystemFrame`` – out of band (interrupt, cancel). Never queued behind data.
 
-All times are milliseconds on the session clock (see ``pipeline.clock``). Audio is mono
+All times are milliseconds on the session clock (see ``core.clock``). Audio is mono
 signed 16-bit PCM held in a NumPy ``int16`` array.
 """
 
@@ -18,7 +18,7 @@ from itertools import count
 
 import numpy as np
 
-from voice.audio.pcm import Pcm16
+from voice.audio.pcm import PCM16
 
 _frame_ids = count()
 
@@ -56,7 +56,7 @@ class SystemFrame(Frame):
 class AudioFrame(DataFrame):
     """A chunk of mono PCM16 audio; ``timestamp_ms`` is the session time of its first sample."""
 
-    pcm: Pcm16
+    pcm: PCM16
     sample_rate: int
     timestamp_ms: float
 
@@ -85,11 +85,11 @@ class AudioInFrame(AudioFrame):
 
 @dataclass(frozen=True, kw_only=True, eq=False)
 class AudioOutFrame(AudioFrame):
-    """Reply audio for the transport to play. ``turn_index`` names the reply it belongs to;
+    """Reply audio for the transport to play. ``reply_index`` names the reply it belongs to;
     ``timestamp_ms`` is the offset of its first sample from the start of that reply (when it
     will be heard is up to the transport), which is what barge-in truncation needs."""
 
-    turn_index: int
+    reply_index: int
 
 
 # --- voice activity --------------------------------------------------------------------------
@@ -171,7 +171,7 @@ class TextPieceFrame(DataFrame):
 
     text: str
     at_ms: float
-    turn_index: int
+    reply_index: int
     error: str | None = None
     """Why the generation failed, on the piece that ends a failed reply (traced as
     `llm_error`)."""
@@ -193,17 +193,17 @@ class SpeculationDiscardedFrame(DataFrame):
 
 @dataclass(frozen=True, kw_only=True, eq=False)
 class EndOfReplyFrame(ControlFrame):
-    """The generator has finished the reply of ``turn_index``; TTS flushes its last phrase."""
+    """The generator has finished the reply of ``reply_index``; TTS flushes its last phrase."""
 
-    turn_index: int
+    reply_index: int
 
 
 @dataclass(frozen=True, kw_only=True, eq=False)
 class TurnCommittedFrame(ControlFrame):
-    """The engine commits to "the user's turn is over": the reply of ``turn_index`` may be
+    """The engine commits to "the user's turn is over": the reply of ``reply_index`` may be
     heard. Until then its audio is held back (it may have been generated preemptively)."""
 
-    turn_index: int
+    reply_index: int
     at_ms: float
     user_text: str
     speech_end_ms: float
@@ -214,18 +214,18 @@ class TurnCommittedFrame(ControlFrame):
 
 @dataclass(frozen=True, kw_only=True, eq=False)
 class TurnWithdrawnFrame(ControlFrame):
-    """The caller went on before any of the reply of ``turn_index`` was heard: the commit is
+    """The caller went on before any of the reply of ``reply_index`` was heard: the commit is
     taken back, and the user's turn continues."""
 
-    turn_index: int
+    reply_index: int
 
 
 @dataclass(frozen=True, kw_only=True, eq=False)
 class ReplyPhraseFrame(ControlFrame):
-    """TTS finished a phrase of ``turn_index``: its text spans ``start_ms``–``end_ms`` of the
+    """TTS finished a phrase of ``reply_index``: its text spans ``start_ms``–``end_ms`` of the
     reply's audio. With what was played, this tells which words the caller heard."""
 
-    turn_index: int
+    reply_index: int
     text: str
     start_ms: float
     end_ms: float
@@ -233,23 +233,23 @@ class ReplyPhraseFrame(ControlFrame):
 
 @dataclass(frozen=True, kw_only=True, eq=False)
 class BargeInFrame(ControlFrame):
-    """The caller spoke over the reply of ``turn_index``; it was cut after ``spoken_text``."""
+    """The caller spoke over the reply of ``reply_index``; it was cut after ``spoken_text``."""
 
-    turn_index: int
+    reply_index: int
     at_ms: float
     spoken_text: str
 
 
 @dataclass(frozen=True, kw_only=True, eq=False)
 class ReplySynthesizedFrame(ControlFrame):
-    """TTS finished the reply of ``turn_index``: ``audio_ms`` of audio went out for it."""
+    """TTS finished the reply of ``reply_index``: ``audio_ms`` of audio went out for it."""
 
-    turn_index: int
+    reply_index: int
     audio_ms: float
 
 
 @dataclass(frozen=True, kw_only=True, eq=False)
-class DtmfFrame(ControlFrame):
+class DTMFFrame(ControlFrame):
     """The caller pressed a key (telephony DTMF). It travels with the audio so that it is seen
     in order with what was said; no stage acts on it, the application does."""
 

@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 
 
 @dataclass
-class _Reply:
+class _ReplyPlayback:
     phrases: list[tuple[str, float, float]] = field(default_factory=list)
     played_ms: float = 0.0
     finished: bool = False
@@ -20,28 +20,28 @@ class _Reply:
 
 class PlaybackLedger:
     def __init__(self) -> None:
-        self._replies: dict[int, _Reply] = {}
+        self._replies: dict[int, _ReplyPlayback] = {}
 
-    def phrase(self, turn_index: int, text: str, start_ms: float, end_ms: float) -> None:
-        self._reply(turn_index).phrases.append((text, start_ms, end_ms))
+    def phrase(self, reply_index: int, text: str, start_ms: float, end_ms: float) -> None:
+        self._reply(reply_index).phrases.append((text, start_ms, end_ms))
 
-    def played(self, turn_index: int, duration_ms: float) -> None:
-        self._reply(turn_index).played_ms += duration_ms
+    def played(self, reply_index: int, duration_ms: float) -> None:
+        self._reply(reply_index).played_ms += duration_ms
 
-    def finish(self, turn_index: int) -> None:
+    def finish(self, reply_index: int) -> None:
         """All of the reply's audio went out."""
-        self._reply(turn_index).finished = True
+        self._reply(reply_index).finished = True
 
-    def played_ms(self, turn_index: int) -> float:
-        return self._reply(turn_index).played_ms
+    def played_ms(self, reply_index: int) -> float:
+        return self._reply(reply_index).played_ms
 
-    def finished(self, turn_index: int) -> bool:
-        return self._reply(turn_index).finished
+    def finished(self, reply_index: int) -> bool:
+        return self._reply(reply_index).finished
 
-    def heard_text(self, turn_index: int) -> str:
+    def heard_text(self, reply_index: int) -> str:
         """Whole phrases played, plus the share of the words of the phrase being played that
         its played share of audio covers (speech rate within a phrase is close to even)."""
-        reply = self._reply(turn_index)
+        reply = self._reply(reply_index)
         heard: list[str] = []
         for text, start, end in reply.phrases:
             if reply.played_ms >= end:
@@ -52,8 +52,8 @@ class PlaybackLedger:
                 heard.append(" ".join(words[: int(len(words) * share)]))
         return " ".join(part for part in heard if part)
 
-    def forget(self, turn_index: int) -> None:
-        self._replies.pop(turn_index, None)
+    def forget(self, reply_index: int) -> None:
+        self._replies.pop(reply_index, None)
 
-    def _reply(self, turn_index: int) -> _Reply:
-        return self._replies.setdefault(turn_index, _Reply())
+    def _reply(self, reply_index: int) -> _ReplyPlayback:
+        return self._replies.setdefault(reply_index, _ReplyPlayback())

@@ -3,7 +3,7 @@ history, its events and its latency trace.
 
 Transports and embedding programs open one per call (through :class:`pipeline.agent.Agent`,
 which shares the models between sessions) and feed it the caller's audio; the reply audio
-comes out of the ``AudioSink`` they hand in, or, without one, as events::
+comes out of the ``AudioOutput`` they hand in, or, without one, as events::
 
     session = await agent.open_session(output_sample_rate=8000)
     async with session:                          # closed (every task finished) on exit
@@ -21,20 +21,20 @@ from types import TracebackType
 
 import numpy as np
 
+from core.clock import Clock, MonotonicClock
 from llm import Turn, TurnGenerator, create_generator
-from pipeline.clock import Clock, MonotonicClock
 from pipeline.config import CadenceConfig
-from pipeline.events import EventAudioSink, SessionEvents
-from pipeline.frames import AudioInFrame, DtmfFrame, StopReplyFrame
-from pipeline.models import load_stt, load_tts
+from pipeline.events import EventAudioOutput, SessionEvents
+from pipeline.frames import AudioInFrame, DTMFFrame, StopReplyFrame
+from pipeline.model_loading import load_stt, load_tts
 from pipeline.pipeline import FrameObserver, Pipeline
 from pipeline.playback_ledger import PlaybackLedger
 from pipeline.stages import STTStage, TTSStage, VADStage
-from pipeline.stages.playout import AudioSink, PlayoutStage
+from pipeline.stages.playout import AudioOutput, PlayoutStage
 from pipeline.stages.turn import TurnStage
 from pipeline.tracing import TraceSink, session_tracer
 from pipeline.tracing.turn_observer import TurnTraceObserver
-from voice.audio import Pcm16, StreamResampler
+from voice.audio import PCM16, StreamResampler
 
 logger = logging.getLogger(__name__)
 
@@ -55,7 +55,7 @@ class VoiceSession:
     def __init__(
         self,
         config: CadenceConfig,
-        sink: AudioSink | None = None,
+        output: AudioOutput | None = None,
         *,
         session_id: str,
         output_sample_rate: int,
@@ -64,7 +64,7 @@ class VoiceSession:
         trace_sinks: Iterable[TraceSink] = (),
         observers: Iterable[FrameObserver] = (),
     ) -> None:
-        """``sink`` plays the reply audio; without one it comes as ``ReplyAudioEvent``s.
+        """``output`` plays the reply audio; without one it comes as ``ReplyAudioEvent``s.
         ``trace_sinks`` get each finished turn trace besides the log ``config.tracing``
         names; ``observers`` see every frame."""
         self.session_id = session_id
@@ -103,7 +103,7 @@ class VoiceSession:
                     timeout_ms=config.faults.tts_timeout_ms,
                 ),
                 PlayoutStage(
-                    sink or EventAudioSink(self.events), clock=self.clock, ledger=self.ledger
+                    output or EventAudioOutput(self.events), clock=self.clock, ledger=self.ledger
                 ),
             ],
             name=session_id,
@@ -119,7 +119,7 @@ class VoiceSession:
     async def start(self) -> None:
         await self.pipeline.start()
 
-    async def feed(self, pcm: Pcm16, sample_rate: int) -> None:
+    async def feed(self, pcm: PCM16, sample_rate: int) -> None:
         """The caller's next chunk of audio, just received (mono PCM16, any rate)."""
         if not 0 < sample_rate <= MAX_INPUT_RATE:
             raise ValueError(f"sample rate must be 1–{MAX_INPUT_RATE} Hz, got {sample_rate}")
@@ -141,10 +141,10 @@ class VoiceSession:
         )
 
     async def dtmf(self, digit: str) -> None:
-        """The caller pressed a key; it comes back as a ``DtmfEvent`` in order with the audio."""
+        """The caller pressed a key; it comes back as a ``DTMFEvent`` in order with the audio."""
         if not DTMF_DIGITS.fullmatch(digit):
             raise ValueError(f"a DTMF digit is one of 0-9 * # A-D, got {digit!r}")
-        await self.pipeline.queue(DtmfFrame(digit=digit, at_ms=self.clock.now_ms()))
+        await self.pipeline.queue(DTMFFrame(digit=digit, at_ms=self.clock.now_ms()))
 
     async def interrupt(self) -> None:
         """Stop the agent's reply now, as if the caller had barged in: the rest of it is not

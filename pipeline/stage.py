@@ -11,18 +11,31 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Coroutine
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 from pipeline.frames import EndFrame, Frame
-
-if TYPE_CHECKING:
-    from pipeline.pipeline import Pipeline
 
 logger = logging.getLogger(__name__)
 
 DEFAULT_QUEUE_SIZE = 64
 """Frames a stage may hold before ``push`` into it waits (backpressure). 64 × 20 ms of audio
 is 1.28 s: enough to ride out a slow model call, small enough to notice a stuck stage."""
+
+
+class StageHost(Protocol):
+    """What a stage needs of the pipeline that runs it (``Pipeline`` is the one host)."""
+
+    async def deliver(self, source: Stage, frame: Frame) -> None:
+        """Route ``frame``, pushed by ``source``, to the stage after it."""
+        ...
+
+    async def interrupt_after(self, source: Stage, reason: str) -> None:
+        """Halt and flush every stage after ``source``."""
+        ...
+
+    def fail(self, stage: Stage, error: BaseException) -> None:
+        """End the pipeline because ``stage`` raised ``error``."""
+        ...
 
 
 class Stage:
@@ -34,7 +47,7 @@ class Stage:
         self.name = name or type(self).__name__
         self.queue_size = queue_size
         self._queue: asyncio.Queue[Frame] | None = None
-        self._pipeline: Pipeline | None = None
+        self._pipeline: StageHost | None = None
         self._index = -1
         self._worker: asyncio.Task[None] | None = None
         self._spawned: set[asyncio.Task[Any]] = set()
@@ -79,12 +92,12 @@ class Stage:
     # --- runtime side (used by Pipeline) ----------------------------------------------------
 
     @property
-    def _attached(self) -> Pipeline:
+    def _attached(self) -> StageHost:
         if self._pipeline is None:
             raise RuntimeError(f"stage {self.name} is not part of a running pipeline")
         return self._pipeline
 
-    def _attach(self, pipeline: Pipeline, index: int) -> None:
+    def _attach(self, pipeline: StageHost, index: int) -> None:
         if self._pipeline is not None:
             raise RuntimeError(f"stage {self.name} already belongs to a pipeline")
         self._pipeline = pipeline

@@ -3,15 +3,15 @@ a server: shared by every session)."""
 
 from __future__ import annotations
 
-from pipeline.config import SttConfig, TtsConfig
-from pipeline.models import load_stt, load_tts
+from pipeline.config import STTConfig, TTSConfig
+from pipeline.model_loading import load_stt, load_tts
 from voice.stt import Transcriber
 from voice.tts import Synthesizer
 
 
 def transcriber() -> Transcriber:
-    return load_stt(SttConfig())
+    return load_stt(STTConfig())
 
 
 def synthesizer() -> Synthesizer:
-    return load_tts(TtsConfig())
+    return load_tts(TTSConfig())

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import numpy as np
 
-from voice.audio.pcm import Pcm16
+from voice.audio.pcm import PCM16
 from voice.audio.speech_bounds import speech_bounds_ms
 from voice.audio.wavfile import read_audio
 
@@ -27,10 +27,10 @@ class Clip:
     telephone_path: Path | None = None
     """The 8 kHz telephone-band file of the clip, where it has one."""
 
-    def audio(self, sample_rate: int = 16000) -> Pcm16:
+    def audio(self, sample_rate: int = 16000) -> PCM16:
         return read_audio(self.path, sample_rate)
 
-    def telephone_audio(self) -> Pcm16:
+    def telephone_audio(self) -> PCM16:
         """The 8 kHz file, at 8 kHz."""
         assert self.telephone_path is not None, f"{self.id} has no 8 kHz file"
         return read_audio(self.telephone_path, 8000)
@@ -54,13 +54,13 @@ def clip(clip_id: str) -> Clip:
     return next(c for c in clips() if c.id == clip_id)
 
 
-def with_silence(pcm: Pcm16, before_ms: int, after_ms: int, sample_rate: int = 16000) -> Pcm16:
+def with_silence(pcm: PCM16, before_ms: int, after_ms: int, sample_rate: int = 16000) -> PCM16:
     before = np.zeros(sample_rate * before_ms // 1000, dtype=np.int16)
     after = np.zeros(sample_rate * after_ms // 1000, dtype=np.int16)
     return np.concatenate([before, pcm, after])
 
 
-def with_pause(pcm: Pcm16, pause_ms: int, sample_rate: int = 16000) -> Pcm16:
+def with_pause(pcm: PCM16, pause_ms: int, sample_rate: int = 16000) -> PCM16:
     """Cut the clip at its loudest 10 ms in the middle third (inside a word, so the pause is
     exactly ``pause_ms`` of silence, not extended by quiet edges) and insert silence there."""
     third, hop = len(pcm) // 3, sample_rate // 100

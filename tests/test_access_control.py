@@ -35,6 +35,7 @@ from websockets.http11 import Request
 from websockets.typing import Origin
 
 from pipeline.config import CadenceConfig, ConfigError, load_config
+from tooling.emulators.twilio import TwilioEmulator
 from web.access import (
     AccessConfigError,
     AccessPolicy,
@@ -43,9 +44,8 @@ from web.access import (
     peer_allowed,
     twilio_signature,
 )
-from web.emulators.twilio import TwilioEmulator
 from web.rate_limit import MessageRate
-from web.serializers.audiosocket import Audio, CallUuid, Hangup, encode_frame, read_frame
+from web.serializers.audiosocket import Audio, CallUUID, Hangup, encode_frame, read_frame
 from web.serializers.twilio import encode, media_message
 from web.server import SIGNALING_PATH, CadenceServer
 from web.signaling import CloseCode
@@ -446,7 +446,7 @@ async def test_an_audiosocket_call_over_its_frame_rate_is_hung_up() -> None:
     async with serving(config) as server:
         reader, writer = await asyncio.open_connection("127.0.0.1", server.audiosocket_port)
         silence = encode_frame(Audio(np.zeros(160, dtype=np.int16)))
-        writer.write(encode_frame(CallUuid(uuid.uuid4())) + silence * 40)
+        writer.write(encode_frame(CallUUID(uuid.uuid4())) + silence * 40)
         async with asyncio.timeout(10):
             frames = [frame async for frame in frames_until_closed(reader)]
         writer.close()
@@ -472,7 +472,7 @@ async def test_audiosocket_peers_outside_the_allow_list_are_hung_up_on(
         reader, writer = await asyncio.open_connection("127.0.0.1", server.audiosocket_port)
         if admitted:  # (a refused peer is hung up on before anything of it is read)
             call = uuid.uuid4()
-            writer.write(encode_frame(CallUuid(call)))
+            writer.write(encode_frame(CallUUID(call)))
             await wait_until(lambda: f"audiosocket-{call}" in server.calls, "the call")
             writer.write(encode_frame(Hangup()))
         async with asyncio.timeout(10):

@@ -22,10 +22,10 @@ from speech_data import clip
 from web_harness import free_port, wait_until, web_config
 
 from pipeline.config import CadenceConfig, TelephonyConfig, render_config
-from pipeline.events import DtmfEvent, ReplyPlayedEvent, SessionEvent, TurnCommittedEvent
+from pipeline.events import DTMFEvent, ReplyPlayedEvent, SessionEvent, TurnCommittedEvent
 from pipeline.frames import AudioOutFrame
 from pipeline.stages import VADStage
-from voice.audio import Pcm16
+from voice.audio import PCM16
 from voice.stt import word_error_rate
 from web.serializers.audiosocket import (
     FRAME_SAMPLES,
@@ -33,7 +33,7 @@ from web.serializers.audiosocket import (
     SAMPLE_RATE,
     Audio,
     AudioSocketProtocolError,
-    CallUuid,
+    CallUUID,
     Dtmf,
     Error,
     Frame,
@@ -44,7 +44,7 @@ from web.serializers.audiosocket import (
 )
 from web.server import CadenceServer
 from web.transports import audiosocket as transport
-from web.transports.audiosocket import AudioSocketCall, AudioSocketSink
+from web.transports.audiosocket import AudioSocketAudioOutput, AudioSocketCall
 
 CLIP = "osr_us_0034_8k_s02"
 """A telephone-band recording: "The long journey home took a year." """
@@ -71,7 +71,7 @@ def stream_of(data: bytes) -> asyncio.StreamReader:
     "frame",
     [
         Hangup(),
-        CallUuid(uuid.UUID("40325ec2-5efd-4bd3-805f-53576e581d13")),
+        CallUUID(uuid.UUID("40325ec2-5efd-4bd3-805f-53576e581d13")),
         *(Dtmf(digit) for digit in "0123456789*#ABCD"),
         Audio(np.array([0, 1, -1, 32767, -32768, 1234], dtype=np.int16)),
         Error(0x02),
@@ -93,7 +93,7 @@ async def test_every_kind_of_frame_round_trips(frame: Frame) -> None:
 def test_the_wire_bytes_are_asterisks() -> None:
     call = uuid.UUID("40325ec2-5efd-4bd3-805f-53576e581d13")
     assert encode_frame(Hangup()) == b"\x00\x00\x00"
-    assert encode_frame(CallUuid(call)) == b"\x01\x00\x10" + call.bytes
+    assert encode_frame(CallUUID(call)) == b"\x01\x00\x10" + call.bytes
     assert encode_frame(Dtmf("#")) == b"\x03\x00\x01#"
     assert encode_frame(Audio(np.array([1, -2], dtype=np.int16))) == b"\x10\x00\x04\x01\x00\xfe\xff"
     assert encode_frame(Error(0x01)) == b"\xff\x00\x01\x01"
@@ -175,7 +175,7 @@ class Asterisk:
     def send_raw(self, data: bytes) -> None:
         self._writer.write(data)
 
-    def talk(self, pcm: Pcm16 | None = None) -> None:
+    def talk(self, pcm: PCM16 | None = None) -> None:
         """Start sending ``pcm`` (8 kHz) and then silence, each frame when its time comes."""
         self._line = asyncio.create_task(self._talk(pcm), name="asterisk:line")
 
@@ -216,7 +216,7 @@ class Asterisk:
             self._line.cancel()
             await asyncio.gather(self._line, return_exceptions=True)
 
-    async def _talk(self, pcm: Pcm16 | None) -> None:
+    async def _talk(self, pcm: PCM16 | None) -> None:
         speech = np.zeros(0, dtype=np.int16) if pcm is None else pcm
         start = time.monotonic()
         for index in itertools.count():
@@ -232,7 +232,7 @@ async def dial(server: CadenceServer, *, send_uuid: bool = True) -> AsyncIterato
     reader, writer = await asyncio.open_connection("127.0.0.1", server.audiosocket_port)
     asterisk = Asterisk(reader, writer)
     if send_uuid:
-        asterisk.send(CallUuid(asterisk.uuid))
+        asterisk.send(CallUUID(asterisk.uuid))
     try:
         yield asterisk
     finally:
@@ -303,10 +303,10 @@ async def test_a_call_end_to_end_over_tcp() -> None:
 
         asterisk.send(Dtmf("5"))
         await wait_until(
-            lambda: any(isinstance(e, DtmfEvent) for e in events.of(asterisk.call_id)),
+            lambda: any(isinstance(e, DTMFEvent) for e in events.of(asterisk.call_id)),
             "the key press",
         )
-        assert [e.digit for e in events.of(asterisk.call_id) if isinstance(e, DtmfEvent)] == ["5"]
+        assert [e.digit for e in events.of(asterisk.call_id) if isinstance(e, DTMFEvent)] == ["5"]
 
         tasks = call.tasks
         assert len(tasks) > 5, [t.get_name() for t in tasks]  # the stages and the call's own
@@ -373,7 +373,7 @@ async def test_bad_input_ends_only_its_own_call(
 
         good.send(Dtmf("7"))  # the other call carries on
         await wait_until(
-            lambda: any(isinstance(e, DtmfEvent) for e in events.of(good.call_id)), "the key"
+            lambda: any(isinstance(e, DTMFEvent) for e in events.of(good.call_id)), "the key"
         )
         assert good.call_id in server.calls
         await good.hang_up()
@@ -437,17 +437,17 @@ async def test_a_peer_that_stops_reading_is_given_up(monkeypatch: pytest.MonkeyP
     _, peer_writer = await asyncio.open_connection(sock=peer)  # and never reads
     writer = await accepted
     stalled = asyncio.Event()
-    sink = AudioSocketSink(writer, on_stalled=stalled.set)
-    frame = AudioOutFrame(pcm=SILENCE, sample_rate=SAMPLE_RATE, timestamp_ms=0.0, turn_index=0)
+    output = AudioSocketAudioOutput(writer, on_stalled=stalled.set)
+    frame = AudioOutFrame(pcm=SILENCE, sample_rate=SAMPLE_RATE, timestamp_ms=0.0, reply_index=0)
     try:
         sent = 0
         while not stalled.is_set():
-            await sink.send(frame)
+            await output.send(frame)
             sent += 1
-            assert sent < 100_000, "the sink never noticed"
+            assert sent < 100_000, "the output never noticed"
         assert sent > 10  # the socket took what it could first
         async with asyncio.timeout(0.1):
-            await sink.send(frame)  # dropped at once now
+            await output.send(frame)  # dropped at once now
     finally:
         writer.transport.abort()
         peer_writer.close()
@@ -475,7 +475,7 @@ def test_cadence_serve_takes_asterisk_calls(tmp_path: Path) -> None:
         assert f"AudioSocket on {address}" in process.stdout.readline()
         host, port = address.split(":")
         with socket.create_connection((host, int(port)), timeout=10) as asterisk:
-            asterisk.sendall(encode_frame(CallUuid(uuid.uuid4())) + encode_frame(Hangup()))
+            asterisk.sendall(encode_frame(CallUUID(uuid.uuid4())) + encode_frame(Hangup()))
             assert asterisk.recv(1) == b""  # the server closed the call
         process.send_signal(signal.SIGINT)
         assert process.wait(timeout=30) == 0

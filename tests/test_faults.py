@@ -20,18 +20,18 @@ import pytest
 from speech_data import clip
 from web_harness import wait_until, web_config
 
+from core.clock import MonotonicClock
 from llm import ReplyPiece, Turn, TurnGenerator, create_generator
-from pipeline.caller import SimulatedCaller
-from pipeline.clock import MonotonicClock
 from pipeline.config import CadenceConfig, FaultsConfig, TracingConfig
-from pipeline.models import load_stt, load_tts
+from pipeline.model_loading import load_stt, load_tts
 from pipeline.pipeline import StageFailedError
-from pipeline.recording_sink import RecordingSink
 from pipeline.session import VoiceSession
 from pipeline.tracing import AnchorEvent, MemoryTraceSink, TurnTrace, read_traces
-from voice.audio import Pcm16
+from tooling.caller import SimulatedCaller
+from tooling.emulators.twilio import TwilioEmulator
+from tooling.recording_output import RecordingAudioOutput
+from voice.audio import PCM16
 from voice.stt import Transcription
-from web.emulators.twilio import TwilioEmulator
 from web.server import CadenceServer
 
 CALLER = "osr_us_0034_8k_s01"
@@ -87,11 +87,11 @@ async def test_a_caller_vanishing_at_any_phase_leaves_nothing_behind(
 CRASHING_WRITER = """
 import os, signal, sys, time
 from pathlib import Path
-from pipeline.clock import MonotonicClock
-from pipeline.tracing import AnchorEvent, JsonlTraceSink, LatencyTracer
+from core.clock import MonotonicClock
+from pipeline.tracing import AnchorEvent, JSONLTraceSink, LatencyTracer
 
 clock = MonotonicClock()
-tracer = LatencyTracer("crash", clock, [JsonlTraceSink(Path(sys.argv[1]))])
+tracer = LatencyTracer("crash", clock, [JSONLTraceSink(Path(sys.argv[1]))])
 for turn in range(3):
     tracer.mark(AnchorEvent.ENDPOINT)
     tracer.annotate("transcript", f"turn {turn}")
@@ -131,12 +131,12 @@ def test_a_crash_loses_at_most_the_turn_in_flight(tmp_path: Path) -> None:
 
 
 async def test_lines_of_concurrent_sessions_never_interleave(tmp_path: Path) -> None:
-    from pipeline.clock import MonotonicClock
-    from pipeline.tracing import AnchorEvent, JsonlTraceSink, LatencyTracer
+    from core.clock import MonotonicClock
+    from pipeline.tracing import AnchorEvent, JSONLTraceSink, LatencyTracer
 
     log = tmp_path / "traces.jsonl"
     clock = MonotonicClock()
-    tracers = [LatencyTracer(f"s{n}", clock, [JsonlTraceSink(log)]) for n in range(8)]
+    tracers = [LatencyTracer(f"s{n}", clock, [JSONLTraceSink(log)]) for n in range(8)]
     for turn in range(25):
         for tracer in tracers:
             tracer.mark(AnchorEvent.ENDPOINT)
@@ -205,9 +205,9 @@ class Call:
     def __init__(self, config: CadenceConfig, generator: TurnGenerator | None = None) -> None:
         self.traces = MemoryTraceSink()
         clock = MonotonicClock()
-        self.sink = RecordingSink(clock)
+        self.output = RecordingAudioOutput(clock)
         self.session = VoiceSession(
-            config, self.sink, session_id="faulty", output_sample_rate=16000, clock=clock,
+            config, self.output, session_id="faulty", output_sample_rate=16000, clock=clock,
             generator=generator, trace_sinks=[self.traces],
         )  # fmt: skip
         self.caller = SimulatedCaller(self.session)
@@ -236,7 +236,7 @@ async def test_a_failed_transcription_asks_the_caller_to_repeat_and_the_call_goe
     transcriber = load_stt(config.models.stt)
     real, fault = transcriber.transcribe, Fault(mode)
 
-    async def transcribe(pcm: Pcm16) -> Transcription:
+    async def transcribe(pcm: PCM16) -> Transcription:
         if fault.on:
             await fault.strike()
         return await real(pcm)
@@ -283,7 +283,7 @@ async def test_a_failed_synthesizer_ends_the_session_in_bounded_time_with_the_re
     synthesizer = load_tts(config.models.tts)
     fault = Fault(mode)
 
-    async def synthesize(text: str) -> AsyncIterator[Pcm16]:
+    async def synthesize(text: str) -> AsyncIterator[PCM16]:
         await fault.strike()
         yield np.zeros(0, np.int16)
 
@@ -299,7 +299,7 @@ async def test_a_failed_synthesizer_ends_the_session_in_bounded_time_with_the_re
     finally:
         await call.session.cancel("test over")
     assert call.session.pipeline.tasks == []
-    assert call.sink.sent == []  # nothing was played
+    assert call.output.sent == []  # nothing was played
     failure = str(call.traces.turns[-1].annotations["failure"])
     assert failure.startswith("tts: ")
     assert ("stopped coming for 600 ms" if mode == "hang" else "injected fault") in failure

@@ -28,7 +28,7 @@ from websockets.asyncio.client import connect
 from websockets.exceptions import ConnectionClosed
 
 from pipeline.config import CadenceConfig, ConfigError, TelephonyConfig, load_config
-from web.emulators.twilio import TwilioEmulator
+from tooling.emulators.twilio import TwilioEmulator
 from web.serializers import audiosocket, twilio
 from web.server import SIGNALING_PATH, CadenceServer
 from web.signaling import (
@@ -284,7 +284,7 @@ async def hostile_asterisk(server: CadenceServer, data: bytes, call: uuid.UUID |
     reader, writer = await asyncio.open_connection("127.0.0.1", server.audiosocket_port)
     try:
         if call is not None:
-            writer.write(audiosocket.encode_frame(audiosocket.CallUuid(call)))
+            writer.write(audiosocket.encode_frame(audiosocket.CallUUID(call)))
         writer.write(data)
         writer.write_eof()  # the server hangs up on anything that is not a whole frame
         async with asyncio.timeout(10):

@@ -8,11 +8,11 @@ import pytest
 import torch
 
 import kernels
-from kernels import bench
 from kernels.commit_reference import commit_reference, select_commits, top_predictions
 from kernels.cuda_graph import CapturedStep, bucket_length
 from kernels.reference import block_attention_reference
 from llm.checkpoint import EMBEDDED_DIR
+from tooling.bench import kernels as bench
 
 NEG_INF = float("-inf")
 
@@ -144,5 +144,5 @@ def test_the_bench_times_each_kernel_step_and_reply_on_cpu() -> None:
         "whole reply (fixed-shape steps)",
     ]
     assert all(len(row.times_ms) == 3 and row.median > 0 for row in rows)
-    report = bench.markdown(rows, "title", None, "python -m kernels.bench")
+    report = bench.markdown(rows, "title", None, "python -m tooling.bench.kernels")
     assert report.count("| reference |") == len(rows)

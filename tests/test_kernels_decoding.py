@@ -12,6 +12,7 @@ from functools import cache, partial
 
 import pytest
 
+from core.clock import VirtualClock
 from kernels.cuda_graph import bucket_length
 from llm import graphed_decoder
 from llm.block_diffusion import BlockDiffusionDecoder
@@ -19,7 +20,6 @@ from llm.checkpoint import EMBEDDED_DIR, LoadedModel, load_model
 from llm.decoding import DecodingOptions, ReplyStats
 from llm.dialogue import Turn
 from llm.graphed_decoder import GraphedBlockDiffusionDecoder
-from pipeline.clock import VirtualClock
 
 USER_TURNS = (
     "Can you book me a table for two tonight?",

@@ -19,6 +19,7 @@ import torch
 pytest.importorskip("triton", reason="Triton is not installed (pip install -e '.[dev]')")
 
 import kernels
+from core.clock import VirtualClock
 from kernels.commit_reference import commit_reference
 from kernels.reference import block_attention_reference
 from kernels.triton_attention import block_attention_triton
@@ -27,7 +28,6 @@ from llm.block_diffusion import BlockDiffusionDecoder
 from llm.decoding import DecodingOptions, ReplyStats
 from llm.dialogue import Turn
 from llm.graphed_decoder import GraphedBlockDiffusionDecoder
-from pipeline.clock import VirtualClock
 
 NEG_INF = float("-inf")
 

@@ -9,7 +9,7 @@ import llm_tiny
 from typer.testing import CliRunner
 
 from llm.dialogue import read_dialogues, write_dialogues
-from pipeline.cli.app import app
+from tooling.cli.app import app
 
 runner = CliRunner()
 

@@ -9,6 +9,7 @@ import llm_tiny
 import pytest
 import torch
 
+from core.clock import VirtualClock
 from llm.attention_masks import visibility
 from llm.autoregressive import AutoregressiveDecoder
 from llm.block_diffusion import BlockDiffusionDecoder, committed_prefix
@@ -16,7 +17,6 @@ from llm.commit_rule import deadline_threshold, select_commits
 from llm.decoding import DecodingOptions, ReplyStats, never_in_reply
 from llm.dialogue import Turn
 from llm.model import Transformer
-from pipeline.clock import VirtualClock
 
 END = 2
 HISTORY = [

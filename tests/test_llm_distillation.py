@@ -4,12 +4,12 @@ from __future__ import annotations
 
 import llm_tiny
 
+from core.clock import VirtualClock
 from llm.autoregressive import AutoregressiveDecoder
 from llm.checkpoint import LoadedModel
 from llm.decoding import DecodingOptions, ReplyStats
 from llm.dialogue import Turn
 from llm.distillation import distil_dialogues, teacher_replies
-from pipeline.clock import VirtualClock
 
 
 def _teacher() -> LoadedModel:

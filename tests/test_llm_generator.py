@@ -10,6 +10,7 @@ import llm_tiny
 import pytest
 import torch
 
+from core.clock import VirtualClock
 from llm import (
     AutoregressiveTurnGenerator,
     DecoderTurnGenerator,
@@ -24,8 +25,7 @@ from llm.block_diffusion import BlockDiffusionDecoder
 from llm.checkpoint import EMBEDDED_DIR, CheckpointError, LoadedModel
 from llm.decoding import DecodingOptions
 from llm.graphed_decoder import GraphedBlockDiffusionDecoder
-from pipeline.clock import VirtualClock
-from pipeline.config.models import LlmConfig
+from pipeline.config.schema import LLMOptions
 
 HISTORY = [
     Turn("user", "I'd like to find a restaurant in San Jose."),
@@ -84,7 +84,7 @@ async def test_a_stream_abandoned_midway_leaves_the_generator_usable() -> None:
 )
 @pytest.mark.parametrize("backend", ["dllm", "ar"])
 async def test_shipped_checkpoint_answers_a_request(backend: str) -> None:
-    config = LlmConfig(
+    config = LLMOptions(
         backend="dllm" if backend == "dllm" else "ar", checkpoint=f"embedded:{backend}"
     )
     generator = load_local_generator(config)
@@ -97,14 +97,14 @@ def test_a_checkpoint_that_does_not_fit_the_backend_is_refused() -> None:
     if not (EMBEDDED_DIR / "ar.pt").exists():
         pytest.skip("shipped checkpoints not trained yet")
     with pytest.raises(Exception, match=r"models\.llm\.checkpoint"):
-        load_local_generator(LlmConfig(backend="dllm", checkpoint="embedded:ar"))
+        load_local_generator(LLMOptions(backend="dllm", checkpoint="embedded:ar"))
 
 
 @pytest.mark.skipif(torch.cuda.is_available(), reason="checks the machine without CUDA")
 def test_the_device_is_chosen_by_config_and_a_missing_gpu_is_named() -> None:
     with pytest.raises(CheckpointError, match=r"models\.llm\.device: cuda, but torch sees no"):
-        load_local_generator(LlmConfig(device="cuda"))
-    generator = load_local_generator(LlmConfig(device="auto"))  # no CUDA here: the CPU path
+        load_local_generator(LLMOptions(device="cuda"))
+    generator = load_local_generator(LLMOptions(device="auto"))  # no CUDA here: the CPU path
     assert isinstance(generator.decoder, BlockDiffusionDecoder)
     assert not isinstance(generator.decoder, GraphedBlockDiffusionDecoder)
 

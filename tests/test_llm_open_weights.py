@@ -13,12 +13,12 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 
 import jinja2
-import open_weights_tiny as tiny
 import pytest
 import torch
 from tokenizers import Tokenizer
 
 import kernels
+from core.clock import VirtualClock
 from llm import DecoderTurnGenerator, Turn, create_generator
 from llm.attention_masks import step_mask
 from llm.checkpoint import CheckpointError
@@ -29,8 +29,8 @@ from llm.open_weights.decoder import OpenWeightsModel
 from llm.open_weights.families import QWEN_CONTROL_IDS
 from llm.open_weights.network import QwenForCausalLM
 from llm.open_weights.shape import QwenShape
-from pipeline.clock import VirtualClock
-from pipeline.config.models import LlmConfig
+from pipeline.config.schema import LLMOptions
+from tooling.bench import tiny_open_weights as tiny
 
 NAMES = list(tiny.SPECS)
 HISTORY = [
@@ -46,7 +46,7 @@ class Tiny:
     directory: Path
     block_size: int
 
-    def config(self, **changes: object) -> LlmConfig:
+    def config(self, **changes: object) -> LLMOptions:
         settings: dict[str, object] = {
             "checkpoint": str(self.directory),
             "block_size": self.block_size,
@@ -54,10 +54,10 @@ class Tiny:
             "max_reply_tokens": 24,
             "max_context_tokens": 512,
         }
-        return LlmConfig.model_validate(settings | changes)
+        return LLMOptions.model_validate(settings | changes)
 
 
-def _generator(config: LlmConfig) -> DecoderTurnGenerator:
+def _generator(config: LLMOptions) -> DecoderTurnGenerator:
     """``create_generator``'s choice for ``config``, which must be a local model's, on a
     clock that stands still (on the wall clock a slow step could run past the deadline)."""
     generator = create_generator(config, VirtualClock())
@@ -67,10 +67,11 @@ def _generator(config: LlmConfig) -> DecoderTurnGenerator:
 
 @pytest.fixture(scope="module")
 def models(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Tiny]:
-    """Both tiny models, built in a subprocess (see :mod:`open_weights_tiny` for why)."""
+    """Both tiny models, built in a subprocess (:mod:`tooling.bench.tiny_open_weights` says
+    why)."""
     root = tmp_path_factory.mktemp("open_weights")
     built = subprocess.run(
-        [sys.executable, tiny.__file__, str(root)],
+        [sys.executable, "-m", "tooling.bench.tiny_open_weights", str(root)],
         cwd=Path(__file__).parents[1],
         capture_output=True,
         text=True,

@@ -14,23 +14,23 @@ from collections.abc import AsyncIterator, Callable, Sequence
 from pathlib import Path
 
 import pytest
-from fake_openai import FakeOpenAI, RawEvents, Silent, Status, Stream
 from speech_data import clip
 
 from llm import CheckpointError, ReplyPiece, Turn, create_generator
 from llm.remote import create_openai_generator
 from pipeline.agent import Agent
-from pipeline.caller import SimulatedCaller
 from pipeline.config import (
     CadenceConfig,
     FaultsConfig,
-    LlmConfig,
+    LLMOptions,
     ModelsConfig,
-    OpenAILlmConfig,
+    OpenAIOptions,
     TracingConfig,
 )
 from pipeline.events import ReplyAudioEvent, TraceEvent
 from pipeline.tracing import AnchorEvent
+from tooling.caller import SimulatedCaller
+from tooling.emulators.openai import FakeOpenAI, RawEvents, Silent, Status, Stream
 
 KEY_ENV = "CADENCE_TEST_OPENAI_KEY"
 KEY = "sk-cadence-test-7f3a9c21e8b64d05"
@@ -51,7 +51,7 @@ async def fake() -> AsyncIterator[FakeOpenAI]:
         yield server
 
 
-def settings(base_url: str, **changes: object) -> OpenAILlmConfig:
+def settings(base_url: str, **changes: object) -> OpenAIOptions:
     """Short timeouts, so that every failure is over in well under a second."""
     values: dict[str, object] = {
         "base_url": base_url,
@@ -61,7 +61,7 @@ def settings(base_url: str, **changes: object) -> OpenAILlmConfig:
         "first_piece_timeout_ms": TIMEOUT_MS,
         "stall_timeout_ms": TIMEOUT_MS,
     }
-    return OpenAILlmConfig.model_validate(values | changes)
+    return OpenAIOptions.model_validate(values | changes)
 
 
 async def reply(
@@ -262,7 +262,7 @@ async def test_a_missing_api_key_fails_at_load_naming_the_config_key(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     monkeypatch.delenv(KEY_ENV, raising=False)
-    llm = LlmConfig(backend="openai", openai=settings("http://127.0.0.1:9/v1"))
+    llm = LLMOptions(backend="openai", openai=settings("http://127.0.0.1:9/v1"))
     expected = rf"models\.llm\.openai\.api_key_env: the environment variable {KEY_ENV} is not set"
     with pytest.raises(CheckpointError, match=expected):
         create_generator(llm)
@@ -276,7 +276,7 @@ async def test_a_session_on_the_openai_backend_answers_spoken_questions(
     """A real call: speech in, the reply streamed from the service and spoken; the second
     turn's service error is heard as the fallback phrase and traced as `llm_error`."""
     config = CadenceConfig(
-        models=ModelsConfig(llm=LlmConfig(backend="openai", openai=settings(fake.base_url))),
+        models=ModelsConfig(llm=LLMOptions(backend="openai", openai=settings(fake.base_url))),
         faults=FaultsConfig(reply_fallback=FALLBACK),
         tracing=TracingConfig(jsonl_path=None),
     )
@@ -305,7 +305,7 @@ async def test_a_session_on_the_openai_backend_answers_spoken_questions(
     assert "llm_error" not in first.annotations
     assert AnchorEvent.AUDIO_OUT_FIRST in second.events  # the caller heard the fallback
     assert second.annotations["llm_error"] == "HTTP 500: The model is overloaded"
-    spoken = {e.turn for e in events if isinstance(e, ReplyAudioEvent)}
+    spoken = {e.reply_index for e in events if isinstance(e, ReplyAudioEvent)}
     assert len(spoken) == 2
     # The second request carried the first exchange.
     roles = [m["role"] for m in fake.requests[-1].body["messages"]]

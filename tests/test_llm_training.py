@@ -13,7 +13,7 @@ from llm.dialogue import write_dialogues
 from llm.generator import create_generator
 from llm.tokenizer import SPECIAL_TOKENS, DialogueTokenizer
 from llm.training import FINAL_MODEL, Objective, TrainOptions, TrainProgress, train
-from pipeline.config.models import LlmConfig
+from pipeline.config.schema import LLMOptions
 
 TEXTS = [
     "Hello, how can I help you today?",
@@ -128,4 +128,4 @@ def test_a_missing_checkpoint_fails_fast_naming_the_config_key(name: str) -> Non
     with pytest.raises(CheckpointError, match=r"models\.llm\.checkpoint"):
         resolve_checkpoint(name)
     with pytest.raises(CheckpointError, match=r"models\.llm\.checkpoint"):
-        create_generator(LlmConfig(checkpoint=name))
+        create_generator(LLMOptions(checkpoint=name))

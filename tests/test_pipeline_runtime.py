@@ -18,7 +18,7 @@ from pipeline.stage import Stage
 
 
 def piece(i: int) -> TextPieceFrame:
-    return TextPieceFrame(text=str(i), at_ms=0.0, turn_index=0)
+    return TextPieceFrame(text=str(i), at_ms=0.0, reply_index=0)
 
 
 class Recorder:
@@ -39,7 +39,7 @@ class Suffix(Stage):
 
     async def process(self, frame: Frame) -> None:
         if isinstance(frame, TextPieceFrame):
-            frame = TextPieceFrame(text=frame.text + self.name, at_ms=0.0, turn_index=0)
+            frame = TextPieceFrame(text=frame.text + self.name, at_ms=0.0, reply_index=0)
         await self.push(frame)
 
 

@@ -13,10 +13,12 @@ import pytest
 from matplotlib.image import imread
 from typer.testing import CliRunner
 
-from pipeline.cli.app import app
-from pipeline.clock import VirtualClock
+from core.clock import VirtualClock
 from pipeline.config import BudgetConfig
-from pipeline.report import (
+from pipeline.tracing import AnchorEvent, DiscardedWork, JSONLTraceSink, LatencyTracer, TurnTrace
+from pipeline.tracing.turn_trace import Annotation
+from tooling.cli.app import app
+from tooling.report import (
     REPORT_FILE,
     RUN_FILE,
     SUMMARY_FILE,
@@ -24,9 +26,7 @@ from pipeline.report import (
     VariantSummary,
     build_report,
 )
-from pipeline.report.plots import PLOTS
-from pipeline.tracing import AnchorEvent, DiscardedWork, JsonlTraceSink, LatencyTracer, TurnTrace
-from pipeline.tracing.turn_trace import Annotation
+from tooling.report.plots import PLOTS
 
 A = AnchorEvent
 STT_SPANS = (-50.0, 50.0, 150.0, 250.0, 350.0)
@@ -227,7 +227,7 @@ def test_a_turn_missing_anchors_counts_but_is_left_out_of_what_it_lacks(tmp_path
 
 async def test_traces_from_the_tracer_report_their_spans(tmp_path: Path) -> None:
     clock = VirtualClock()
-    tracer = LatencyTracer("live", clock, sinks=[JsonlTraceSink(tmp_path / "traces.jsonl")])
+    tracer = LatencyTracer("live", clock, sinks=[JSONLTraceSink(tmp_path / "traces.jsonl")])
     steps = [(1000, A.USER_SPEECH_END), (200, A.ENDPOINT), (90, A.STT_FINAL),
              (120, A.LLM_FIRST_EMIT), (40, A.TTS_FIRST_AUDIO), (5, A.AUDIO_OUT_FIRST)]  # fmt: skip
     for after_ms, event in steps:

@@ -11,8 +11,8 @@ from collector import Collector
 from models import transcriber
 from speech_data import clips, with_pause, with_silence
 
-from pipeline.clock import MonotonicClock
-from pipeline.config import VadConfig
+from core.clock import MonotonicClock
+from pipeline.config import VADConfig
 from pipeline.frames import (
     AudioInFrame,
     EndpointFrame,
@@ -74,7 +74,7 @@ async def stream(
     """Stream 20 ms frames through VAD → STT, as fast as possible or at the pace of speech."""
     collect = Collector()
     stt = STTStage(transcriber(), clock=MonotonicClock(), partials_interval_ms=partials_ms)
-    pipeline = Pipeline([VADStage(VadConfig()), stt, collect])
+    pipeline = Pipeline([VADStage(VADConfig()), stt, collect])
     await pipeline.start()
     clock = MonotonicClock()
     for i in range(0, len(pcm), 320):

@@ -14,13 +14,13 @@ from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
-from pipeline.clock import VirtualClock
+from core.clock import VirtualClock
 from pipeline.config import TracingConfig
 from pipeline.tracing import (
     AnchorEvent,
-    JsonlTraceSink,
+    JSONLTraceSink,
     LatencyTracer,
-    OtelTraceSink,
+    OTelTraceSink,
     TraceError,
     TurnTrace,
     otlp_tracer_provider,
@@ -56,7 +56,7 @@ async def scripted_turn(tracer: LatencyTracer, clock: VirtualClock) -> None:
 async def test_derived_latencies_of_a_scripted_turn(tmp_path: Path) -> None:
     clock = VirtualClock()
     log = tmp_path / "traces.jsonl"
-    tracer = LatencyTracer("s1", clock, sinks=[JsonlTraceSink(log)])
+    tracer = LatencyTracer("s1", clock, sinks=[JSONLTraceSink(log)])
     await scripted_turn(tracer, clock)
     turn = tracer.end_turn()
     assert turn is not None
@@ -133,7 +133,7 @@ async def test_otel_spans_nest_session_turn_stage_and_mark_discarded_work() -> N
     provider.add_span_processor(SimpleSpanProcessor(exporter))
     clock = VirtualClock()
     tracer = LatencyTracer(
-        "s1", clock, sinks=[OtelTraceSink(provider.get_tracer("t"), "s1", clock)]
+        "s1", clock, sinks=[OTelTraceSink(provider.get_tracer("t"), "s1", clock)]
     )
     await scripted_turn(tracer, clock)
     tracer.close()
@@ -163,7 +163,7 @@ async def test_otel_spans_nest_session_turn_stage_and_mark_discarded_work() -> N
     assert [e.name for e in turn.events][:2] == ["user_speech_start", "user_speech_end"]
 
 
-class _OtlpReceiver(http.server.BaseHTTPRequestHandler):
+class _OTLPReceiver(http.server.BaseHTTPRequestHandler):
     """A stand-in collector: records each OTLP/HTTP request it receives."""
 
     received: ClassVar[list[tuple[str, str, bytes]]] = []
@@ -180,7 +180,7 @@ class _OtlpReceiver(http.server.BaseHTTPRequestHandler):
 
 
 async def test_session_tracer_writes_the_log_and_exports_over_otlp(tmp_path: Path) -> None:
-    server = http.server.HTTPServer(("127.0.0.1", 0), _OtlpReceiver)
+    server = http.server.HTTPServer(("127.0.0.1", 0), _OTLPReceiver)
     thread = threading.Thread(target=server.serve_forever, daemon=True)
     thread.start()
     try:
@@ -198,7 +198,7 @@ async def test_session_tracer_writes_the_log_and_exports_over_otlp(tmp_path: Pat
         thread.join()
     assert len(read_traces(tmp_path / "t.jsonl")) == 1
     request = ExportTraceServiceRequest()
-    path, content_type, body = _OtlpReceiver.received[0]
+    path, content_type, body = _OTLPReceiver.received[0]
     assert (path, content_type) == ("/v1/traces", "application/x-protobuf")
     request.ParseFromString(body)
     names = {

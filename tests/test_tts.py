@@ -69,9 +69,9 @@ class Feeder(Stage):
 
 def reply(text: str, turn: int = 0) -> list[Frame]:
     pieces: list[Frame] = [
-        TextPieceFrame(text=word + " ", at_ms=0, turn_index=turn) for word in text.split()
+        TextPieceFrame(text=word + " ", at_ms=0, reply_index=turn) for word in text.split()
     ]
-    return [*pieces, EndOfReplyFrame(turn_index=turn)]
+    return [*pieces, EndOfReplyFrame(reply_index=turn)]
 
 
 async def test_tts_to_stt_round_trip_recovers_the_words() -> None:
@@ -90,7 +90,9 @@ async def test_tts_to_stt_round_trip_recovers_the_words() -> None:
     hypotheses = []
     for turn in range(len(sentences)):
         audio = [
-            f.pcm for _, f in collect.timed if isinstance(f, AudioOutFrame) and f.turn_index == turn
+            f.pcm
+            for _, f in collect.timed
+            if isinstance(f, AudioOutFrame) and f.reply_index == turn
         ]
         hypotheses.append(transcriber().transcribe_blocking(np.concatenate(audio)).text)
     wer = word_error_rate(sentences, hypotheses)
@@ -121,14 +123,14 @@ async def test_the_first_phrase_is_heard_before_the_reply_is_finished() -> None:
     collect = Collector()
     pipeline = Pipeline([TTSStage(synthesizer(), output_sample_rate=16000), collect])
     await pipeline.start()
-    await pipeline.queue(TextPieceFrame(text="Sure, ", at_ms=0, turn_index=0))
-    await pipeline.queue(TextPieceFrame(text="let me check", at_ms=0, turn_index=0))
+    await pipeline.queue(TextPieceFrame(text="Sure, ", at_ms=0, reply_index=0))
+    await pipeline.queue(TextPieceFrame(text="let me check", at_ms=0, reply_index=0))
     for _ in range(200):
         if collect.timed:
             break
         await asyncio.sleep(0.01)
     assert collect.timed, "no audio for a complete first phrase while the reply continues"
-    await pipeline.queue(EndOfReplyFrame(turn_index=0))
+    await pipeline.queue(EndOfReplyFrame(reply_index=0))
     await pipeline.end(timeout_s=30)
 
 
@@ -153,7 +155,7 @@ async def test_an_interrupt_stops_synthesis_promptly() -> None:
     for frame in reply("Yes?", turn=1):
         await pipeline.queue(frame)
     await pipeline.end(timeout_s=30)
-    first = next(t for t, f in collect.timed if isinstance(f, AudioOutFrame) and f.turn_index == 1)
+    first = next(t for t, f in collect.timed if isinstance(f, AudioOutFrame) and f.reply_index == 1)
     assert first - started < 1.0
     produced = sum(len(f.pcm) for _, f in collect.timed if isinstance(f, AudioOutFrame)) / 16000
     assert produced < 10  # far less than the 30 sentences

@@ -9,13 +9,13 @@ from dataclasses import dataclass, field
 import pytest
 from speech_data import clip, with_pause
 
-from pipeline.caller import SimulatedCaller
-from pipeline.clock import MonotonicClock
+from core.clock import MonotonicClock
 from pipeline.config import CadenceConfig, TracingConfig
 from pipeline.frames import Frame, SpeechStartFrame
-from pipeline.recording_sink import RecordingSink
 from pipeline.session import VoiceSession
 from pipeline.tracing import AnchorEvent, MemoryTraceSink
+from tooling.caller import SimulatedCaller
+from tooling.recording_output import RecordingAudioOutput
 
 A = AnchorEvent
 
@@ -36,7 +36,7 @@ class SpeechStarts:
 class Call:
     session: VoiceSession
     caller: SimulatedCaller
-    sink: RecordingSink
+    output: RecordingAudioOutput
     traces: MemoryTraceSink
     speech_starts: SpeechStarts
 
@@ -45,10 +45,10 @@ class Call:
 async def call() -> AsyncIterator[Call]:
     config = CadenceConfig(tracing=TracingConfig(jsonl_path=None))
     clock = MonotonicClock()
-    sink, traces, starts = RecordingSink(clock), MemoryTraceSink(), SpeechStarts(clock)
+    output, traces, starts = RecordingAudioOutput(clock), MemoryTraceSink(), SpeechStarts(clock)
     session = VoiceSession(
         config,
-        sink,
+        output,
         session_id="test",
         output_sample_rate=16000,
         clock=clock,
@@ -57,7 +57,7 @@ async def call() -> AsyncIterator[Call]:
     )
     await session.start()
     try:
-        yield Call(session, SimulatedCaller(session), sink, traces, starts)
+        yield Call(session, SimulatedCaller(session), output, traces, starts)
     finally:
         await session.cancel("test over")
 
@@ -68,7 +68,7 @@ async def test_a_spoken_question_gets_a_spoken_reply_and_a_complete_trace(call: 
     await call.caller.pause(3000)
     await call.session.close()
 
-    assert len(call.sink.audio()) > 16000 * 0.5  # at least half a second of reply
+    assert len(call.output.audio()) > 16000 * 0.5  # at least half a second of reply
     [turn] = call.traces.turns
     expected = {e for e in AnchorEvent if e is not A.INTERRUPTED}
     assert set(turn.events) == expected
@@ -86,18 +86,18 @@ async def test_a_spoken_question_gets_a_spoken_reply_and_a_complete_trace(call: 
 async def test_barge_in_stops_the_reply_and_truncates_the_history(call: Call) -> None:
     await call.caller.pause(500)
     await call.caller.say(clip("sb_spk2_snt1").audio())
-    while not call.sink.sent:  # until the reply is being heard
+    while not call.output.sent:  # until the reply is being heard
         await call.caller.pause(20)
     await call.caller.pause(300)
     await call.caller.say(clip("sb_spk2_snt4").audio())
     await call.caller.pause(2500)
     await call.session.close()
 
-    first_reply = call.sink.sent[0].frame.turn_index
-    detected = next(t for t in call.speech_starts.at_ms if t > call.sink.sent[0].at_ms)
-    last_sent = max(s.at_ms for s in call.sink.sent if s.frame.turn_index == first_reply)
+    first_reply = call.output.sent[0].frame.reply_index
+    detected = next(t for t in call.speech_starts.at_ms if t > call.output.sent[0].at_ms)
+    last_sent = max(s.at_ms for s in call.output.sent if s.frame.reply_index == first_reply)
     assert last_sent - detected <= 100
-    assert call.sink.clears
+    assert call.output.clears
     interrupted = call.traces.turns[0]
     assert A.INTERRUPTED in interrupted.events
     heard = interrupted.annotations["heard"]
@@ -128,5 +128,5 @@ async def test_silence_makes_no_turn(call: Call) -> None:
     await call.caller.pause(2000)
     await call.session.close()
     assert call.traces.turns == []
-    assert call.sink.sent == []
+    assert call.output.sent == []
     await asyncio.sleep(0)

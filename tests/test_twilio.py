@@ -1,4 +1,4 @@
-"""The ``/twilio`` endpoint end to end: a Twilio emulator (``web.emulators.twilio``) calls a
+"""The ``/twilio`` endpoint end to end: a Twilio emulator (``tooling.emulators.twilio``) calls a
 real server on loopback — real whisper, dLLM and Piper — on the real 8 kHz clips.
 
 Covers a call answered with paced media and marks, DTMF, barge-in (``clear``, and the
@@ -26,14 +26,14 @@ from pipeline.config import CadenceConfig
 from pipeline.events import (
     AgentTextEvent,
     BargeInEvent,
-    DtmfEvent,
+    DTMFEvent,
     SessionEvent,
     TranscriptEvent,
 )
 from pipeline.session import VoiceSession
+from tooling.emulators.twilio import TwilioEmulator
 from voice.audio import level_db
 from voice.stt import word_error_rate
-from web.emulators.twilio import TwilioEmulator
 from web.server import CadenceServer
 from web.transports import twilio as twilio_transport
 
@@ -136,10 +136,10 @@ async def test_dtmf_reaches_the_session_as_events_in_order(
         for digit in "7#":
             await phone.press(digit)
         await wait_until(
-            lambda: len([e for e in events.of(phone) if isinstance(e, DtmfEvent)]) == 2,
+            lambda: len([e for e in events.of(phone) if isinstance(e, DTMFEvent)]) == 2,
             "the key presses",
         )
-    assert [e.digit for e in events.of(phone) if isinstance(e, DtmfEvent)] == ["7", "#"]
+    assert [e.digit for e in events.of(phone) if isinstance(e, DTMFEvent)] == ["7", "#"]
 
 
 async def test_barge_in_clears_twilio_and_cuts_the_history_to_the_echoed_marks(
@@ -157,9 +157,9 @@ async def test_barge_in_clears_twilio_and_cuts_the_history_to_the_echoed_marks(
 
     [barge_in] = [e for e in events.of(phone) if isinstance(e, BargeInEvent)]
     reply = "".join(
-        e.text for e in events.of(phone) if isinstance(e, AgentTextEvent) and e.turn == 0
+        e.text for e in events.of(phone) if isinstance(e, AgentTextEvent) and e.reply_index == 0
     )
-    assert barge_in.turn == 0
+    assert barge_in.reply_index == 0
     assert history[:2] == [Turn("user", history[0].text), Turn("agent", barge_in.heard)]
     # Cut inside the reply: words were heard, and not all of them.
     assert barge_in.heard
@@ -236,11 +236,11 @@ async def test_bad_messages_in_a_stream_are_logged_and_ignored(
             await phone.send_raw(raw)
         await phone.press("9")  # the stream is still served, in order
         await wait_until(
-            lambda: any(isinstance(e, DtmfEvent) for e in events.of(phone)), "the key press"
+            lambda: any(isinstance(e, DTMFEvent) for e in events.of(phone)), "the key press"
         )
         await other.press("1")  # and so is the other call
         await wait_until(
-            lambda: any(isinstance(e, DtmfEvent) for e in events.of(other)), "the other call"
+            lambda: any(isinstance(e, DTMFEvent) for e in events.of(other)), "the other call"
         )
     for _, reason in bad:
         assert reason in caplog.text, reason

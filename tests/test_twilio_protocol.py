@@ -12,13 +12,13 @@ import pytest
 
 from pipeline.frames import AudioOutFrame
 from pipeline.playback_ledger import PlaybackLedger
-from pipeline.stages.playout import PlaybackConfirmingSink
+from pipeline.stages.playout import PlaybackConfirmingOutput
 from voice.audio import ulaw_decode
 from web.serializers.twilio import (
     MAX_MESSAGE_BYTES,
     ClearMessage,
     ConnectedMessage,
-    DtmfMessage,
+    DTMFMessage,
     MarkMessage,
     MediaMessage,
     StartMessage,
@@ -29,7 +29,7 @@ from web.serializers.twilio import (
     encode,
     parse_message,
 )
-from web.transports.twilio import TwilioMediaSink
+from web.transports.twilio import TwilioAudioOutput
 
 # Messages as Twilio sends them (shapes from its Media Streams documentation).
 START = {
@@ -72,7 +72,7 @@ def test_each_event_twilio_sends_is_read() -> None:
         '{"event": "dtmf", "streamSid": "MZ1", "sequenceNumber": "5",'
         ' "dtmf": {"track": "inbound_track", "digit": "1"}}'
     )
-    assert isinstance(dtmf, DtmfMessage)
+    assert isinstance(dtmf, DTMFMessage)
     assert dtmf.dtmf.digit == "1"
 
     mark = parse_message(
@@ -135,23 +135,26 @@ def test_bad_base64_is_reported_when_the_audio_is_read() -> None:
         media.media.audio()
 
 
-def _frame(turn_index: int) -> AudioOutFrame:
+def _frame(reply_index: int) -> AudioOutFrame:
     """20 ms of reply audio at 8 kHz."""
     return AudioOutFrame(
-        pcm=np.full(160, 1000, np.int16), sample_rate=8000, timestamp_ms=0.0, turn_index=turn_index
+        pcm=np.full(160, 1000, np.int16),
+        sample_rate=8000,
+        timestamp_ms=0.0,
+        reply_index=reply_index,
     )
 
 
 async def test_the_ledger_counts_only_audio_whose_mark_twilio_echoed() -> None:
     sent: list[TwilioMessage] = []
-    sink = TwilioMediaSink("MZ1", sent.append)
-    assert isinstance(sink, PlaybackConfirmingSink)
+    output = TwilioAudioOutput("MZ1", sent.append)
+    assert isinstance(output, PlaybackConfirmingOutput)
     ledger = PlaybackLedger()
-    sink.attach(ledger)
+    output.attach(ledger)
     ledger.phrase(0, "one two three four", 0.0, 100.0)
 
     for _ in range(5):
-        await sink.send(_frame(0))
+        await output.send(_frame(0))
     kinds = [m.event for m in sent]
     assert kinds == ["media", "mark"] * 5  # a mark after each chunk
     media = sent[0]
@@ -161,39 +164,39 @@ async def test_the_ledger_counts_only_audio_whose_mark_twilio_echoed() -> None:
     assert len(set(marks)) == 5
 
     assert ledger.played_ms(0) == 0.0  # sent is not heard
-    assert sink.echoed(marks[0])
-    assert sink.echoed(marks[1])
+    assert output.echoed(marks[0])
+    assert output.echoed(marks[1])
     assert ledger.played_ms(0) == 40.0
     assert ledger.heard_text(0) == "one"
 
-    await sink.clear()
+    await output.clear()
     assert isinstance(sent[-1], ClearMessage)
     # Twilio echoes the flushed marks too: that audio was never played.
-    assert not sink.echoed(marks[2])
-    assert not sink.echoed("someone-else's")
+    assert not output.echoed(marks[2])
+    assert not output.echoed("someone-else's")
     assert ledger.played_ms(0) == 40.0
     assert not ledger.finished(0)
 
 
 async def test_a_reply_is_finished_when_the_mark_after_its_last_audio_comes_back() -> None:
     sent: list[TwilioMessage] = []
-    sink = TwilioMediaSink("MZ1", sent.append)
+    output = TwilioAudioOutput("MZ1", sent.append)
     ledger = PlaybackLedger()
-    sink.attach(ledger)
-    await sink.send(_frame(3))
-    await sink.end_of_reply(3)
+    output.attach(ledger)
+    await output.send(_frame(3))
+    await output.end_of_reply(3)
     audio_mark, end_mark = (m.mark.name for m in sent if isinstance(m, MarkMessage))
-    assert sink.echoed(audio_mark)
+    assert output.echoed(audio_mark)
     assert not ledger.finished(3)
-    assert sink.echoed(end_mark)
+    assert output.echoed(end_mark)
     assert ledger.finished(3)
     assert ledger.played_ms(3) == 20.0
 
 
 async def test_audio_at_another_rate_is_refused() -> None:
-    sink = TwilioMediaSink("MZ1", lambda message: None)
+    output = TwilioAudioOutput("MZ1", lambda message: None)
     frame = AudioOutFrame(
-        pcm=np.zeros(320, np.int16), sample_rate=16000, timestamp_ms=0.0, turn_index=0
+        pcm=np.zeros(320, np.int16), sample_rate=16000, timestamp_ms=0.0, reply_index=0
     )
     with pytest.raises(ValueError, match="8000 Hz"):
-        await sink.send(frame)
+        await output.send(frame)

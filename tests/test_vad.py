@@ -7,7 +7,7 @@ import pytest
 from collector import Collector
 from speech_data import clips, speech_bounds_ms, with_pause, with_silence
 
-from pipeline.config import VadConfig
+from pipeline.config import VADConfig
 from pipeline.frames import (
     AudioInFrame,
     EndpointFrame,
@@ -18,14 +18,14 @@ from pipeline.frames import (
 )
 from pipeline.pipeline import Pipeline, StageFailedError
 from pipeline.stages import VADStage
-from voice.vad import Endpointer, VadEventKind
+from voice.vad import Endpointer, VADEventKind
 
-K = VadEventKind
+K = VADEventKind
 
 
 def run_endpointer(
     pattern: str, **overrides: float
-) -> list[tuple[VadEventKind, float, float | None]]:
+) -> list[tuple[VADEventKind, float, float | None]]:
     """Feed a pattern of 20 ms frames ('#' voiced, '.' silent) starting at t = 0."""
     settings = {
         "frame_ms": 20,
@@ -93,7 +93,7 @@ def test_pause_longer_than_endpoint_is_refused() -> None:
                    max_utterance_ms=1000)  # fmt: skip
 
 
-async def vad_events(pcm: np.ndarray, config: VadConfig, chunk: int = 320) -> list[Frame]:
+async def vad_events(pcm: np.ndarray, config: VADConfig, chunk: int = 320) -> list[Frame]:
     collect = Collector()
     pipeline = Pipeline([VADStage(config), collect])
     await pipeline.start()
@@ -120,7 +120,7 @@ over, e.g. the applause under JFK.)"""
 
 @pytest.mark.parametrize("engine", ["webrtc", "silero"])
 async def test_speech_boundaries_on_real_clips_padded_with_silence(engine: str) -> None:
-    config = VadConfig(engine=engine)
+    config = VADConfig(engine=engine)
     errors = []
     for clip in CLEAN:
         audio = clip.audio()
@@ -143,20 +143,20 @@ async def test_silence_and_white_noise_make_no_turn() -> None:
     rng = np.random.default_rng(0)
     silence = np.zeros(16000 * 2, dtype=np.int16)
     hiss = (rng.normal(0, 300, 16000 * 2)).astype(np.int16)  # −40 dBFS line hiss
-    assert await vad_events(silence, VadConfig()) == []
-    assert await vad_events(hiss, VadConfig(mode=3)) == []
+    assert await vad_events(silence, VADConfig()) == []
+    assert await vad_events(hiss, VADConfig(mode=3)) == []
 
 
 async def test_a_mid_utterance_pause_is_a_pause_not_an_endpoint() -> None:
     audio = next(c for c in clips() if c.id == "sb_spk2_snt4").audio()  # no pause of its own
-    events = await vad_events(with_silence(with_pause(audio, 170), 1000, 1000), VadConfig())
+    events = await vad_events(with_silence(with_pause(audio, 170), 1000, 1000), VADConfig())
     kinds = [type(f) for f in events]
     assert SpeechResumedFrame in kinds
     assert kinds.count(EndpointFrame) == 1
 
 
 async def test_audio_at_the_wrong_rate_ends_the_session_with_the_reason() -> None:
-    pipeline = Pipeline([VADStage(VadConfig()), Collector()])
+    pipeline = Pipeline([VADStage(VADConfig()), Collector()])
     await pipeline.start()
     await pipeline.queue(
         AudioInFrame(pcm=np.zeros(960, np.int16), sample_rate=48000, timestamp_ms=0)

@@ -13,19 +13,19 @@ from aiortc import MediaStreamError
 from av import AudioFrame
 
 from pipeline.frames import AudioOutFrame
-from voice.audio import Pcm16
+from voice.audio import PCM16
 from web.transports import PacedAudioTrack
 from web.transports.webrtc import mono_pcm16
 
 
-def ramp(n: int, start: int = 1) -> Pcm16:
+def ramp(n: int, start: int = 1) -> PCM16:
     return np.arange(start, start + n, dtype=np.int16)
 
 
 async def test_the_track_sends_20_ms_frames_of_what_it_was_given_then_silence() -> None:
     track = PacedAudioTrack(48000)
     await track.send(
-        AudioOutFrame(pcm=ramp(1440), sample_rate=48000, timestamp_ms=0.0, turn_index=0)
+        AudioOutFrame(pcm=ramp(1440), sample_rate=48000, timestamp_ms=0.0, reply_index=0)
     )
     frames = [await track.recv() for _ in range(3)]
     assert [f.pts for f in frames] == [0, 960, 1920]
@@ -58,7 +58,7 @@ async def test_the_track_refuses_audio_at_another_rate_and_ends_when_stopped() -
     track = PacedAudioTrack(48000)
     with pytest.raises(ValueError, match="48000 Hz"):
         await track.send(
-            AudioOutFrame(pcm=ramp(320), sample_rate=16000, timestamp_ms=0.0, turn_index=0)
+            AudioOutFrame(pcm=ramp(320), sample_rate=16000, timestamp_ms=0.0, reply_index=0)
         )
     track.stop()
     with pytest.raises(MediaStreamError):

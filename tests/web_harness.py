@@ -14,7 +14,7 @@ import numpy as np
 from playwright.async_api import Page, async_playwright
 
 from pipeline.config import CadenceConfig, ServerConfig, TracingConfig
-from voice.audio import Pcm16, resample
+from voice.audio import PCM16, resample
 from voice.audio.wavfile import write_wav
 from web.server import CadenceServer
 
@@ -77,7 +77,7 @@ async def running_server(config: CadenceConfig) -> AsyncIterator[CadenceServer]:
         yield server
 
 
-def fake_microphone(path: Path, parts: Sequence[Pcm16 | int]) -> Path:
+def fake_microphone(path: Path, parts: Sequence[PCM16 | int]) -> Path:
     """Write what the microphone will hear: 16 kHz clips and silences (ints, in ms), after
     the leading silence. Returns the ``--use-file-for-fake-audio-capture`` argument."""
     chunks = [np.zeros(SPEECH_RATE * LEADING_SILENCE_MS // 1000, dtype=np.int16)]

@@ -40,7 +40,7 @@ from urllib.parse import parse_qs, urlsplit
 from websockets.http11 import Request
 
 from pipeline.config import CadenceConfig
-from pipeline.config.models import DEFAULT_PORTS, public_origin
+from pipeline.config.schema import DEFAULT_PORTS, public_origin
 
 SIGNATURE_HEADER = "X-Twilio-Signature"
 TOKEN_PARAMETER = "token"

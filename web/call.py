@@ -26,12 +26,12 @@ from pipeline.events import EventHandler, SessionEvent
 from pipeline.pipeline import PipelineClosedError
 from pipeline.session import VoiceSession
 from pipeline.tracing import STAGE_LATENCIES
-from voice.audio import Pcm16
+from voice.audio import PCM16
 from web.call_session import CallSession
 from web.call_tasks import CallTasks
-from web.events import Event, page_event
 from web.metrics import ErrorKind, ServerMetrics
 from web.outbox import Outbox
+from web.page_events import Event, page_event
 from web.rate_limit import MessageRate
 from web.signaling import (
     ClientMessage,
@@ -150,7 +150,7 @@ class BrowserCall:
         self.session = await self._agent.open_session(
             session_id=self.call_id,
             output_sample_rate=OUTPUT_SAMPLE_RATE,
-            sink=transport.output,
+            output=transport.output,
             trace_sinks=[self._metrics],
         )
         self._call_session = CallSession(
@@ -165,7 +165,7 @@ class BrowserCall:
 
     # --- while the call runs ------------------------------------------------------------------
 
-    async def _feed(self, pcm: Pcm16, sample_rate: int) -> None:
+    async def _feed(self, pcm: PCM16, sample_rate: int) -> None:
         if self.session is None:
             return
         # A failed session refuses audio; _session_failed is ending the call.

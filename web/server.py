@@ -31,7 +31,7 @@ from websockets.http11 import Request, Response
 
 from pipeline.agent import Agent
 from pipeline.config import CadenceConfig
-from pipeline.config.models import audiosocket_address
+from pipeline.config.schema import audiosocket_address
 from pipeline.events import EventHandler
 from pipeline.session import VoiceSession
 from web.access import AccessPolicy, Secrets, without_credentials

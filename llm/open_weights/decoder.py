@@ -23,6 +23,7 @@ from dataclasses import dataclass
 import torch
 
 import kernels
+from core.clock import Clock
 from kernels import CommitDecision
 from llm.attention_masks import step_mask
 from llm.block_diffusion import block_threshold, emit_committed, final_pieces
@@ -32,7 +33,6 @@ from llm.emission import ReplyPiece, WordEmitter
 from llm.open_weights.chat import ChatFormat
 from llm.open_weights.families import IM_START, QWEN_CONTROL_IDS, STOP_TOKENS, Family
 from llm.open_weights.network import QwenForCausalLM
-from pipeline.clock import Clock
 
 
 @dataclass

@@ -13,6 +13,7 @@ from pathlib import Path
 import torch
 from tokenizers import Tokenizer
 
+from core.clock import Clock, MonotonicClock
 from llm.checkpoint import CheckpointError
 from llm.generator import DecoderTurnGenerator, GeneratorOptions
 from llm.open_weights import checks
@@ -30,12 +31,11 @@ from llm.open_weights.files import (
 )
 from llm.open_weights.network import QwenForCausalLM
 from llm.open_weights.shape import QwenShape
-from pipeline.clock import Clock, MonotonicClock
-from pipeline.config.models import LlmConfig
+from pipeline.config.schema import LLMOptions
 
 
 def open_weights_generator(
-    config: LlmConfig, device: torch.device, clock: Clock | None = None
+    config: LLMOptions, device: torch.device, clock: Clock | None = None
 ) -> DecoderTurnGenerator:
     """The block-diffusion generator of the model directory ``models.llm.checkpoint``."""
     if config.backend != "dllm":

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from pipeline.config import OpenAILlmConfig
+from pipeline.config import OpenAIOptions
 
 
 class ReplyDeadlines:
@@ -11,7 +11,7 @@ class ReplyDeadlines:
     ``reply_timeout_ms``. Times are seconds on the event loop's clock: the wait is real
     network time, whatever clock the session stamps its events with."""
 
-    def __init__(self, settings: OpenAILlmConfig, started_s: float) -> None:
+    def __init__(self, settings: OpenAIOptions, started_s: float) -> None:
         self._settings = settings
         self._first_s = started_s + settings.first_piece_timeout_ms / 1000
         self._end_s = started_s + settings.reply_timeout_ms / 1000

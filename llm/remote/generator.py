@@ -11,6 +11,7 @@ from contextlib import aclosing
 
 import httpx2
 
+from core.clock import Clock, MonotonicClock
 from llm.checkpoint import CheckpointError
 from llm.dialogue import Turn
 from llm.emission import ReplyPiece
@@ -20,14 +21,13 @@ from llm.remote.failures import describe_failure
 from llm.remote.messages import chat_messages
 from llm.remote.sse import EventStreamDecoder
 from llm.remote.words import WordBuffer
-from pipeline.clock import Clock, MonotonicClock
-from pipeline.config import OpenAILlmConfig
+from pipeline.config import OpenAIOptions
 
 logger = logging.getLogger(__name__)
 
 
 def create_openai_generator(
-    settings: OpenAILlmConfig, clock: Clock | None = None
+    settings: OpenAIOptions, clock: Clock | None = None
 ) -> OpenAITurnGenerator:
     """The generator for the service ``settings`` (``models.llm.openai``) names; fails fast
     with a :class:`CheckpointError` naming the config key when the API key is not there."""
@@ -70,7 +70,7 @@ class OpenAITurnGenerator:
 
     def __init__(
         self,
-        settings: OpenAILlmConfig,
+        settings: OpenAIOptions,
         *,
         base_url: str,
         model: str,

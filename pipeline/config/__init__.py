@@ -1,40 +1,40 @@
 """Configuration: typed models, a YAML loader with precise errors, and a commented renderer."""
 
 from pipeline.config.loader import ConfigError, load_config
-from pipeline.config.models import (
+from pipeline.config.render import render_config, render_defaults
+from pipeline.config.schema import (
     BudgetConfig,
     CadenceConfig,
     FaultsConfig,
-    LlmConfig,
+    LLMOptions,
     ModelsConfig,
-    OpenAILlmConfig,
+    OpenAIOptions,
     ServerConfig,
-    SttConfig,
+    STTConfig,
     TelephonyConfig,
     TracingConfig,
-    TtsConfig,
+    TTSConfig,
     TurnConfig,
     UnknownOverlayError,
-    VadConfig,
+    VADConfig,
 )
-from pipeline.config.render import render_config, render_defaults
 
 __all__ = [
     "BudgetConfig",
     "CadenceConfig",
     "ConfigError",
     "FaultsConfig",
-    "LlmConfig",
+    "LLMOptions",
     "ModelsConfig",
-    "OpenAILlmConfig",
+    "OpenAIOptions",
+    "STTConfig",
     "ServerConfig",
-    "SttConfig",
+    "TTSConfig",
     "TelephonyConfig",
     "TracingConfig",
-    "TtsConfig",
     "TurnConfig",
     "UnknownOverlayError",
-    "VadConfig",
+    "VADConfig",
     "load_config",
     "render_config",
     "render_defaults",

@@ -2,19 +2,19 @@
 speech, and only once its turn is committed.
 
 Audio generated preemptively (before the endpoint) waits here until ``TurnCommittedFrame``
-says the caller's turn is really over; an interrupt drops it unheard. Frames go to the sink no
+says the caller's turn is really over; an interrupt drops it unheard. Frames go to the output no
 more than ``lead_ms`` ahead of real time, so a barge-in can still stop the audio the caller
 is about to hear: what was handed over is, within that lead, what was played — and that is
-what the playback ledger records — unless the sink is a ``PlaybackConfirmingSink``, whose far
+what the playback ledger records — unless the output is a ``PlaybackConfirmingOutput``, whose far
 end reports what was really played (Twilio echoes a mark once the audio before it was
-played): then the sink writes ``played`` and ``finish`` into the ledger itself.
+played): then the output writes ``played`` and ``finish`` into the ledger itself.
 """
 
 from __future__ import annotations
 
 from typing import Protocol, runtime_checkable
 
-from pipeline.clock import Clock
+from core.clock import Clock
 from pipeline.frames import (
     AudioOutFrame,
     EndOfReplyFrame,
@@ -30,7 +30,7 @@ DEFAULT_LEAD_MS = 60.0
 wake-up of the event loop, short enough that a barge-in stops the sound at once."""
 
 
-class AudioSink(Protocol):
+class AudioOutput(Protocol):
     """Where reply audio goes: a WebRTC track, a telephony socket, a recording."""
 
     async def send(self, frame: AudioOutFrame) -> None: ...
@@ -41,20 +41,20 @@ class AudioSink(Protocol):
 
 
 @runtime_checkable
-class PlaybackConfirmingSink(AudioSink, Protocol):
-    """A sink that learns from its far end which audio was played, and records that in the
+class PlaybackConfirmingOutput(AudioOutput, Protocol):
+    """A output that learns from its far end which audio was played, and records that in the
     ledger itself (``attach``). It is told where each reply ends, to know when the last of it
     was heard."""
 
     def attach(self, ledger: PlaybackLedger) -> None: ...
 
-    async def end_of_reply(self, turn_index: int) -> None: ...
+    async def end_of_reply(self, reply_index: int) -> None: ...
 
 
 class PlayoutStage(Stage):
     def __init__(
         self,
-        sink: AudioSink,
+        output: AudioOutput,
         *,
         clock: Clock,
         ledger: PlaybackLedger,
@@ -62,8 +62,8 @@ class PlayoutStage(Stage):
         name: str = "playout",
     ) -> None:
         super().__init__(name=name)
-        self._sink = sink
-        self._confirming = sink if isinstance(sink, PlaybackConfirmingSink) else None
+        self._output = output
+        self._confirming = output if isinstance(output, PlaybackConfirmingOutput) else None
         if self._confirming is not None:
             self._confirming.attach(ledger)
         self._clock = clock
@@ -76,22 +76,22 @@ class PlayoutStage(Stage):
     async def process(self, frame: Frame) -> None:
         match frame:
             case TurnCommittedFrame():
-                self._committed.add(frame.turn_index)
+                self._committed.add(frame.reply_index)
                 await self.push(frame)
-                for held in self._held.pop(frame.turn_index, []):
+                for held in self._held.pop(frame.reply_index, []):
                     await self._release(held)
             case AudioOutFrame() | ReplyPhraseFrame() | EndOfReplyFrame():
-                if frame.turn_index in self._committed:
+                if frame.reply_index in self._committed:
                     await self._release(frame)
                 else:
-                    self._held.setdefault(frame.turn_index, []).append(frame)
+                    self._held.setdefault(frame.reply_index, []).append(frame)
             case _:
                 await self.push(frame)
 
     async def on_interrupt(self) -> None:
         self._held.clear()
         self._play_until_ms = 0.0
-        await self._sink.clear()
+        await self._output.clear()
 
     async def _release(self, frame: Frame) -> None:
         match frame:
@@ -99,14 +99,14 @@ class PlayoutStage(Stage):
                 now = self._clock.now_ms()
                 self._play_until_ms = max(self._play_until_ms, now)
                 await self._clock.sleep_until(self._play_until_ms - self._lead_ms)
-                await self._sink.send(frame)
+                await self._output.send(frame)
                 self._play_until_ms += frame.duration_ms
                 if self._confirming is None:
-                    self._ledger.played(frame.turn_index, frame.duration_ms)
+                    self._ledger.played(frame.reply_index, frame.duration_ms)
             case ReplyPhraseFrame():
-                self._ledger.phrase(frame.turn_index, frame.text, frame.start_ms, frame.end_ms)
+                self._ledger.phrase(frame.reply_index, frame.text, frame.start_ms, frame.end_ms)
             case EndOfReplyFrame() if self._confirming is not None:
-                await self._confirming.end_of_reply(frame.turn_index)
+                await self._confirming.end_of_reply(frame.reply_index)
             case EndOfReplyFrame():
-                self._ledger.finish(frame.turn_index)
+                self._ledger.finish(frame.reply_index)
         await self.push(frame)

@@ -22,7 +22,7 @@ from collections import deque
 
 import numpy as np
 
-from pipeline.clock import Clock
+from core.clock import Clock
 from pipeline.frames import (
     AudioInFrame,
     EndpointFrame,
@@ -37,7 +37,7 @@ from pipeline.frames import (
     TranscriptFailedFrame,
 )
 from pipeline.stage import Stage
-from voice.audio.pcm import Pcm16
+from voice.audio.pcm import PCM16
 from voice.stt import Transcriber, Transcription
 
 logger = logging.getLogger(__name__)
@@ -67,7 +67,7 @@ class STTStage(Stage):
         self._speculative = speculative
         self._timeout_ms = timeout_ms
         self._recent: deque[AudioInFrame] = deque()
-        self._utterance: list[Pcm16] | None = None
+        self._utterance: list[PCM16] | None = None
         self._utterance_ms = 0.0
         self._speculation: asyncio.Task[Transcription | None] | None = None
         self._speculation_started_ms = 0.0
@@ -179,7 +179,7 @@ class STTStage(Stage):
             )
         )
 
-    async def _speculate(self, audio: Pcm16) -> Transcription | None:
+    async def _speculate(self, audio: PCM16) -> Transcription | None:
         """Decode at pause onset and offer the result at once, so that a reply can be
         prepared while the endpointer is still waiting out the silence. ``None`` if the
         decode failed (the endpoint decodes again)."""
@@ -195,7 +195,7 @@ class STTStage(Stage):
         )
         return result
 
-    async def _caption(self, audio: Pcm16) -> None:
+    async def _caption(self, audio: PCM16) -> None:
         try:
             result = await self._transcriber.transcribe(audio)
         except Exception as exc:
@@ -204,6 +204,6 @@ class STTStage(Stage):
         if result.text:
             await self.push(PartialTranscriptFrame(text=result.text, at_ms=self._clock.now_ms()))
 
-    def _audio(self) -> Pcm16:
+    def _audio(self) -> PCM16:
         assert self._utterance is not None
         return np.concatenate(self._utterance) if self._utterance else np.zeros(0, np.int16)

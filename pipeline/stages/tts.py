@@ -24,15 +24,15 @@ from pipeline.frames import (
 )
 from pipeline.stage import Stage
 from pipeline.stages._time_limits import arriving_within
-from voice.audio import AudioFramer, Pcm16, StreamResampler
+from voice.audio import PCM16, AudioFramer, StreamResampler
 from voice.tts import PhraseSplitter, Synthesizer
 
 FRAME_MS = 20
 
 
 @dataclass
-class _Reply:
-    turn_index: int
+class _ReplySpeech:
+    reply_index: int
     splitter: PhraseSplitter
     phrases: asyncio.Queue[str | None] = field(default_factory=asyncio.Queue)
     speaker: asyncio.Task[None] | None = None
@@ -55,16 +55,16 @@ class TTSStage(Stage):
         self._timeout_ms = timeout_ms
         self.output_sample_rate = output_sample_rate
         self._first_phrase_max_words = first_phrase_max_words
-        self._reply: _Reply | None = None
+        self._reply: _ReplySpeech | None = None
 
     async def process(self, frame: Frame) -> None:
         match frame:
             case TextPieceFrame():
-                reply = self._reply_for(frame.turn_index)
+                reply = self._reply_for(frame.reply_index)
                 for phrase in reply.splitter.feed(frame.text):
                     reply.phrases.put_nowait(phrase)
             case EndOfReplyFrame():
-                reply = self._reply_for(frame.turn_index)
+                reply = self._reply_for(frame.reply_index)
                 self._reply = None
                 last = reply.splitter.flush()
                 if last is not None:
@@ -79,15 +79,15 @@ class TTSStage(Stage):
     async def on_interrupt(self) -> None:
         self._reply = None
 
-    def _reply_for(self, turn_index: int) -> _Reply:
-        if self._reply is None or self._reply.turn_index != turn_index:
-            self._reply = _Reply(turn_index, PhraseSplitter(self._first_phrase_max_words))
-            self._reply.speaker = self.spawn(self._speak(self._reply), name=f"speak-{turn_index}")
+    def _reply_for(self, reply_index: int) -> _ReplySpeech:
+        if self._reply is None or self._reply.reply_index != reply_index:
+            self._reply = _ReplySpeech(reply_index, PhraseSplitter(self._first_phrase_max_words))
+            self._reply.speaker = self.spawn(self._speak(self._reply), name=f"speak-{reply_index}")
         return self._reply
 
-    async def _speak(self, reply: _Reply) -> None:
+    async def _speak(self, reply: _ReplySpeech) -> None:
         audio = _ReplyAudio(
-            self._synthesizer.sample_rate, self.output_sample_rate, reply.turn_index
+            self._synthesizer.sample_rate, self.output_sample_rate, reply.reply_index
         )
         while (phrase := await reply.phrases.get()) is not None:
             start_ms = audio.position_ms
@@ -103,7 +103,7 @@ class TTSStage(Stage):
                 ) from None
             await self.push(
                 ReplyPhraseFrame(
-                    turn_index=reply.turn_index,
+                    reply_index=reply.reply_index,
                     text=phrase,
                     start_ms=start_ms,
                     end_ms=audio.position_ms,
@@ -112,20 +112,20 @@ class TTSStage(Stage):
         for frame in audio.frames(np.zeros(0, np.int16), last=True):
             await self.push(frame)
         await self.push(
-            ReplySynthesizedFrame(turn_index=reply.turn_index, audio_ms=audio.produced_ms)
+            ReplySynthesizedFrame(reply_index=reply.reply_index, audio_ms=audio.produced_ms)
         )
-        await self.push(EndOfReplyFrame(turn_index=reply.turn_index))
+        await self.push(EndOfReplyFrame(reply_index=reply.reply_index))
 
 
 class _ReplyAudio:
     """Resamples one reply's audio to the output rate and cuts it into frames, continuous
     across phrases, counting how much it produced."""
 
-    def __init__(self, in_rate: int, out_rate: int, turn_index: int) -> None:
+    def __init__(self, in_rate: int, out_rate: int, reply_index: int) -> None:
         self._resampler = StreamResampler(in_rate, out_rate)
         self._framer = AudioFramer(out_rate, FRAME_MS)
         self._out_rate = out_rate
-        self._turn_index = turn_index
+        self._turn_index = reply_index
         self.produced_ms = 0.0
 
     @property
@@ -133,7 +133,7 @@ class _ReplyAudio:
         """Audio produced so far, including what waits to fill the next frame."""
         return self.produced_ms + 1000.0 * self._framer.pending_samples / self._out_rate
 
-    def frames(self, pcm: Pcm16, *, last: bool = False) -> list[AudioOutFrame]:
+    def frames(self, pcm: PCM16, *, last: bool = False) -> list[AudioOutFrame]:
         chunks = self._framer.push(self._resampler.process(pcm, last=last))
         if last and (tail := self._framer.flush()) is not None:
             chunks.append(tail)
@@ -144,7 +144,7 @@ class _ReplyAudio:
                     pcm=chunk,
                     sample_rate=self._out_rate,
                     timestamp_ms=self.produced_ms,
-                    turn_index=self._turn_index,
+                    reply_index=self._turn_index,
                 )
             )
             self.produced_ms += FRAME_MS

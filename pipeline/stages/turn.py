@@ -29,8 +29,8 @@ import re
 from contextlib import aclosing
 from dataclasses import dataclass
 
+from core.clock import Clock
 from llm import Turn, TurnGenerator
-from pipeline.clock import Clock
 from pipeline.config import FaultsConfig, TurnConfig
 from pipeline.frames import (
     BargeInFrame,
@@ -58,10 +58,10 @@ _SENTENCE_END = re.compile(r"[.!?…][\"')\]]*$")
 
 
 @dataclass
-class _Reply:
-    """One attempt at answering ``user_text``; ``turn_index`` is unique per attempt."""
+class _ReplyAttempt:
+    """One attempt at answering ``user_text``; ``reply_index`` is unique per attempt."""
 
-    turn_index: int
+    reply_index: int
     user_text: str
     transcript_at_ms: float
     started_ms: float
@@ -96,7 +96,7 @@ class TurnStage(Stage):
         """Completed turns, the agent's cut to what the caller heard."""
         self._pending_user_text = ""
         """Words of the user turn still open (it may span several utterances)."""
-        self._reply: _Reply | None = None
+        self._reply: _ReplyAttempt | None = None
         self._speech_end_ms = 0.0
         self._next_index = 0
         self._hold: asyncio.Task[None] | None = None
@@ -151,10 +151,10 @@ class TurnStage(Stage):
         reply = self._reply
         if reply is None:
             return
-        if reply.committed and self._ledger.finished(reply.turn_index):
+        if reply.committed and self._ledger.finished(reply.reply_index):
             self._reply = None  # the reply was heard to its end; this is a new turn
             return
-        if reply.committed and self._ledger.played_ms(reply.turn_index) > 0:
+        if reply.committed and self._ledger.played_ms(reply.reply_index) > 0:
             await self._barge_in(reply, at_ms)
             return
         # Nothing of the reply was heard: the caller was not done. Drop it, keep their words.
@@ -164,14 +164,14 @@ class TurnStage(Stage):
         if reply.committed:  # the user turn is open again
             if reply.in_history:
                 del self.history[-2 if reply.done else -1 :]
-            await self.push(TurnWithdrawnFrame(turn_index=reply.turn_index))
+            await self.push(TurnWithdrawnFrame(reply_index=reply.reply_index))
 
     async def _ask_to_repeat(self, at_ms: float) -> None:
         """The caller's words were lost: ask for them again, as a committed turn of its own."""
         self._cancel_hold()
         if self._reply is not None:
             await self._drop(self._reply, reason="transcription failed")
-        reply = _Reply(self._next_index, "", at_ms, self._clock.now_ms(), in_history=False)
+        reply = _ReplyAttempt(self._next_index, "", at_ms, self._clock.now_ms(), in_history=False)
         self._next_index += 1
         self._reply = reply
         reply.task = self.spawn(
@@ -185,31 +185,31 @@ class TurnStage(Stage):
         reply = self._reply
         if reply is None or not reply.committed:
             return
-        if self._ledger.finished(reply.turn_index):
+        if self._ledger.finished(reply.reply_index):
             self._reply = None
             return
         await self._barge_in(reply, at_ms)
 
-    async def _barge_in(self, reply: _Reply, at_ms: float) -> None:
+    async def _barge_in(self, reply: _ReplyAttempt, at_ms: float) -> None:
         self._reply = None
         await self._stop(reply, reason="barge-in")
-        heard = self._ledger.heard_text(reply.turn_index)
-        self._ledger.forget(reply.turn_index)
+        heard = self._ledger.heard_text(reply.reply_index)
+        self._ledger.forget(reply.reply_index)
         if reply.in_history and reply.done:
             self.history[-1] = Turn("agent", heard)
         elif reply.in_history:
             self.history.append(Turn("agent", heard))
-        await self.push(BargeInFrame(turn_index=reply.turn_index, at_ms=at_ms, spoken_text=heard))
+        await self.push(BargeInFrame(reply_index=reply.reply_index, at_ms=at_ms, spoken_text=heard))
 
     async def _answer(self, user_text: str, transcript_at_ms: float) -> None:
         """Start generating the reply to ``user_text`` (dropping a reply to other words)."""
         if self._reply is not None:
             await self._drop(self._reply, reason="transcript changed")
-        reply = _Reply(self._next_index, user_text, transcript_at_ms, self._clock.now_ms())
+        reply = _ReplyAttempt(self._next_index, user_text, transcript_at_ms, self._clock.now_ms())
         self._next_index += 1
         self._reply = reply
         prompt = [*self.history, Turn("user", user_text)]
-        reply.task = self.spawn(self._generate(reply, prompt), name=f"reply-{reply.turn_index}")
+        reply.task = self.spawn(self._generate(reply, prompt), name=f"reply-{reply.reply_index}")
 
     async def _commit(self) -> None:
         reply = self._reply
@@ -223,7 +223,7 @@ class TurnStage(Stage):
                 self.history.append(Turn("agent", reply.text))
         await self.push(
             TurnCommittedFrame(
-                turn_index=reply.turn_index,
+                reply_index=reply.reply_index,
                 at_ms=self._clock.now_ms(),
                 user_text=reply.user_text,
                 speech_end_ms=self._speech_end_ms,
@@ -238,7 +238,7 @@ class TurnStage(Stage):
 
     # --- work -------------------------------------------------------------------------------
 
-    async def _generate(self, reply: _Reply, prompt: list[Turn]) -> None:
+    async def _generate(self, reply: _ReplyAttempt, prompt: list[Turn]) -> None:
         limit_ms = self._faults.llm_timeout_ms
         try:
             # Closed here, not left to the garbage collector, when a barge-in cancels this
@@ -254,20 +254,20 @@ class TurnStage(Stage):
                 if isinstance(exc, TimeoutError)
                 else f"the generator failed: {exc!r}"
             )
-            logger.warning("%s: reply %d: %s", self.name, reply.turn_index, reply.error)
+            logger.warning("%s: reply %d: %s", self.name, reply.reply_index, reply.error)
         fallback = "" if reply.text.strip() else self._faults.reply_fallback
         await self._finish(reply, fallback if reply.error is not None else "")
 
-    async def _speak(self, reply: _Reply, text: str) -> None:
+    async def _speak(self, reply: _ReplyAttempt, text: str) -> None:
         """A reply of fixed words."""
         await self._finish(reply, text)
 
-    async def _emit(self, reply: _Reply, text: str, at_ms: float) -> None:
+    async def _emit(self, reply: _ReplyAttempt, text: str, at_ms: float) -> None:
         reply.text += text
         if self._config.early_emission:
-            await self.push(TextPieceFrame(text=text, at_ms=at_ms, turn_index=reply.turn_index))
+            await self.push(TextPieceFrame(text=text, at_ms=at_ms, reply_index=reply.reply_index))
 
-    async def _finish(self, reply: _Reply, last_words: str) -> None:
+    async def _finish(self, reply: _ReplyAttempt, last_words: str) -> None:
         """End ``reply`` with ``last_words`` (none, a fallback, or all of a fixed reply); a
         failure's reason goes to the trace with the last piece."""
         reply.text += last_words
@@ -278,20 +278,20 @@ class TurnStage(Stage):
                 TextPieceFrame(
                     text=text,
                     at_ms=self._clock.now_ms(),
-                    turn_index=reply.turn_index,
+                    reply_index=reply.reply_index,
                     error=reply.error,
                 )
             )
         reply.done = True
         if reply.committed and reply.in_history:
             self.history.append(Turn("agent", reply.text))
-        await self.push(EndOfReplyFrame(turn_index=reply.turn_index))
+        await self.push(EndOfReplyFrame(reply_index=reply.reply_index))
 
-    async def _drop(self, reply: _Reply, *, reason: str) -> None:
+    async def _drop(self, reply: _ReplyAttempt, *, reason: str) -> None:
         """Throw a reply away unheard; it is traced as discarded work."""
         self._reply = None
         await self._stop(reply, reason=reason)
-        self._ledger.forget(reply.turn_index)
+        self._ledger.forget(reply.reply_index)
         await self.push(
             SpeculationDiscardedFrame(
                 kind="llm_generation",
@@ -301,7 +301,7 @@ class TurnStage(Stage):
             )
         )
 
-    async def _stop(self, reply: _Reply, *, reason: str) -> None:
+    async def _stop(self, reply: _ReplyAttempt, *, reason: str) -> None:
         if reply.task is not None and not reply.task.done():
             reply.task.cancel()
             await asyncio.gather(reply.task, return_exceptions=True)

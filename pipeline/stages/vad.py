@@ -6,7 +6,7 @@ by the events it triggered: downstream stages see the audio before what was deci
 
 from __future__ import annotations
 
-from pipeline.config import VadConfig
+from pipeline.config import VADConfig
 from pipeline.frames import (
     AudioInFrame,
     EndpointFrame,
@@ -18,13 +18,13 @@ from pipeline.frames import (
 )
 from pipeline.stage import Stage
 from voice.audio import AudioFramer, level_db
-from voice.vad import Endpointer, VadEvent, VadEventKind, VoiceDetector, make_voice_detector
+from voice.vad import Endpointer, VADEvent, VADEventKind, VoiceDetector, make_voice_detector
 
 
 class VADStage(Stage):
     def __init__(
         self,
-        config: VadConfig,
+        config: VADConfig,
         *,
         sample_rate: int = 16000,
         detector: VoiceDetector | None = None,
@@ -69,15 +69,15 @@ class VADStage(Stage):
                 await self.push(_to_frame(event))
 
 
-def _to_frame(event: VadEvent) -> VADEventFrame:
+def _to_frame(event: VADEvent) -> VADEventFrame:
     match event.kind:
-        case VadEventKind.SPEECH_START:
+        case VADEventKind.SPEECH_START:
             return SpeechStartFrame(at_ms=event.at_ms)
-        case VadEventKind.PAUSE_START:
+        case VADEventKind.PAUSE_START:
             return PauseStartFrame(at_ms=event.at_ms)
-        case VadEventKind.SPEECH_RESUMED:
+        case VADEventKind.SPEECH_RESUMED:
             return SpeechResumedFrame(at_ms=event.at_ms)
-        case VadEventKind.ENDPOINT:
+        case VADEventKind.ENDPOINT:
             assert event.speech_end_ms is not None
             return EndpointFrame(
                 at_ms=event.at_ms, speech_end_ms=event.speech_end_ms, forced=event.forced

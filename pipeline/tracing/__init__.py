@@ -7,11 +7,11 @@ from pipeline.tracing.anchors import (
     AnchorEvent,
     DerivedLatency,
 )
-from pipeline.tracing.session import session_tracer
+from pipeline.tracing.session_tracer import session_tracer
 from pipeline.tracing.sinks import (
-    JsonlTraceSink,
+    JSONLTraceSink,
     MemoryTraceSink,
-    OtelTraceSink,
+    OTelTraceSink,
     TraceSink,
     otlp_tracer_provider,
     read_traces,
@@ -26,10 +26,10 @@ __all__ = [
     "AnchorEvent",
     "DerivedLatency",
     "DiscardedWork",
-    "JsonlTraceSink",
+    "JSONLTraceSink",
     "LatencyTracer",
     "MemoryTraceSink",
-    "OtelTraceSink",
+    "OTelTraceSink",
     "TraceError",
     "TraceSink",
     "TurnTrace",

@@ -15,7 +15,7 @@ from opentelemetry import trace
 from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.trace import Span, Tracer
 
-from pipeline.clock import Clock
+from core.clock import Clock
 from pipeline.tracing.anchors import STAGE_LATENCIES
 from pipeline.tracing.turn_trace import TurnTrace
 
@@ -46,7 +46,7 @@ _LOG_WRITER = ThreadPoolExecutor(max_workers=1, thread_name_prefix="cadence-trac
 milliseconds on a busy disk, which the event loop pacing every call's audio must not wait."""
 
 
-class JsonlTraceSink:
+class JSONLTraceSink:
     """Appends one line per turn, durably — written, flushed and synced to the disk as the turn
     ends — so a crash loses at most the turn in flight. Lines of concurrent sessions never
     interleave: each is one write by the one log thread."""
@@ -98,7 +98,7 @@ def read_traces(path: Path) -> list[TurnTrace]:
     return traces
 
 
-class OtelTraceSink:
+class OTelTraceSink:
     """Exports a session as OpenTelemetry spans: session → turn → stage.
 
     The session clock is monotonic and per session; spans need wall-clock nanoseconds, so the

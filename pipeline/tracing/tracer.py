@@ -6,7 +6,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Sequence
 
-from pipeline.clock import Clock
+from core.clock import Clock
 from pipeline.tracing.anchors import AnchorEvent
 from pipeline.tracing.sinks import TraceSink
 from pipeline.tracing.turn_trace import Annotation, DiscardedWork, TurnTrace

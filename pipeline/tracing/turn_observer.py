@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from pipeline.clock import Clock
+from core.clock import Clock
 from pipeline.frames import (
     AudioOutFrame,
     BargeInFrame,
@@ -69,27 +69,27 @@ class TurnTraceObserver:
             case TranscriptFailedFrame() if source == "stt":
                 self._stt_error = frame.reason
             case TextPieceFrame() if source == "turn":
-                self._reply_event(frame.turn_index, A.LLM_FIRST_EMIT, frame.at_ms)
+                self._reply_event(frame.reply_index, A.LLM_FIRST_EMIT, frame.at_ms)
                 texts = self._reply_texts
-                texts[frame.turn_index] = texts.get(frame.turn_index, "") + frame.text
+                texts[frame.reply_index] = texts.get(frame.reply_index, "") + frame.text
                 if frame.error is not None:
-                    self._reply_error(frame.turn_index, frame.error)
+                    self._reply_error(frame.reply_index, frame.error)
             case EndOfReplyFrame() if source == "turn":
-                self._reply_event(frame.turn_index, A.LLM_DONE, now)
+                self._reply_event(frame.reply_index, A.LLM_DONE, now)
             case AudioOutFrame() if source == "tts":
-                self._reply_event(frame.turn_index, A.TTS_FIRST_AUDIO, now)
+                self._reply_event(frame.reply_index, A.TTS_FIRST_AUDIO, now)
             case AudioOutFrame() if source == "playout":
-                self._reply_event(frame.turn_index, A.AUDIO_OUT_FIRST, now)
-            case EndOfReplyFrame() if source == "playout" and frame.turn_index == self._committed:
+                self._reply_event(frame.reply_index, A.AUDIO_OUT_FIRST, now)
+            case EndOfReplyFrame() if source == "playout" and frame.reply_index == self._committed:
                 self._close()
             case TurnCommittedFrame() if source == "turn":
                 self._commit(frame)
-            case TurnWithdrawnFrame() if source == "turn" and frame.turn_index == self._committed:
+            case TurnWithdrawnFrame() if source == "turn" and frame.reply_index == self._committed:
                 # Committed too early: the caller went on. Kept, marked, out of the latencies.
                 self._tracer.annotate("withdrawn", True)
                 self._close()
                 self._speech_start_ms = self._committed_speech_start
-            case BargeInFrame() if source == "turn" and frame.turn_index == self._committed:
+            case BargeInFrame() if source == "turn" and frame.reply_index == self._committed:
                 self._tracer.mark(A.INTERRUPTED, frame.at_ms)
                 self._tracer.annotate("heard", frame.spoken_text)
                 self._close()
@@ -108,7 +108,7 @@ class TurnTraceObserver:
 
     def _commit(self, frame: TurnCommittedFrame) -> None:
         self._close()
-        self._committed = frame.turn_index
+        self._committed = frame.reply_index
         tracer = self._tracer
         if self._speech_start_ms is not None:
             tracer.mark(A.USER_SPEECH_START, self._speech_start_ms)
@@ -116,11 +116,11 @@ class TurnTraceObserver:
         tracer.mark(A.ENDPOINT, frame.at_ms)
         tracer.mark(A.STT_FINAL, frame.transcript_at_ms)
         self._write_discarded()
-        tracer.annotate("turn_index", frame.turn_index)
+        tracer.annotate("reply_index", frame.reply_index)
         tracer.annotate("transcript", frame.user_text)
         if self._vad_speech_end_ms is not None:
             tracer.annotate("vad_speech_end_ms", self._vad_speech_end_ms)
-        reply = self._replies.pop(frame.turn_index, _ReplyEvents())
+        reply = self._replies.pop(frame.reply_index, _ReplyEvents())
         for event, at_ms in reply.events.items():
             tracer.mark(event, at_ms)
         if reply.error is not None:
@@ -130,7 +130,7 @@ class TurnTraceObserver:
             self._stt_error = None
         self._replies.clear()  # other attempts were discarded
         self._reply_texts = {
-            index: text for index, text in self._reply_texts.items() if index >= frame.turn_index
+            index: text for index, text in self._reply_texts.items() if index >= frame.reply_index
         }
         self._committed_speech_start = self._speech_start_ms
         self._speech_start_ms = None
@@ -140,19 +140,19 @@ class TurnTraceObserver:
             self._tracer.discard(work.kind, work.started_ms, work.reason, end_ms=work.ended_ms)
         self._discarded.clear()
 
-    def _reply_event(self, turn_index: int, event: AnchorEvent, at_ms: float) -> None:
-        if turn_index == self._committed:
+    def _reply_event(self, reply_index: int, event: AnchorEvent, at_ms: float) -> None:
+        if reply_index == self._committed:
             current = self._tracer.current
             if current is not None and event not in current.events:
                 self._tracer.mark(event, at_ms)
         else:
-            self._replies.setdefault(turn_index, _ReplyEvents()).first(event, at_ms)
+            self._replies.setdefault(reply_index, _ReplyEvents()).first(event, at_ms)
 
-    def _reply_error(self, turn_index: int, error: str) -> None:
-        if turn_index == self._committed:
+    def _reply_error(self, reply_index: int, error: str) -> None:
+        if reply_index == self._committed:
             self._tracer.annotate("llm_error", error)
         else:
-            self._replies.setdefault(turn_index, _ReplyEvents()).error = error
+            self._replies.setdefault(reply_index, _ReplyEvents()).error = error
 
     def _close(self) -> None:
         if self._committed is not None:

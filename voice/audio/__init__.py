@@ -2,12 +2,12 @@
 
 from voice.audio.framing import AudioFramer
 from voice.audio.g711 import ulaw_decode, ulaw_encode
-from voice.audio.pcm import Pcm16, float_to_pcm16, level_db, pcm16_to_float
+from voice.audio.pcm import PCM16, float_to_pcm16, level_db, pcm16_to_float
 from voice.audio.resample import StreamResampler, resample
 
 __all__ = [
+    "PCM16",
     "AudioFramer",
-    "Pcm16",
     "StreamResampler",
     "float_to_pcm16",
     "level_db",

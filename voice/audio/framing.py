@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from voice.audio.pcm import Pcm16
+from voice.audio.pcm import PCM16
 
 
 class AudioFramer:
@@ -25,7 +25,7 @@ class AudioFramer:
     def pending_samples(self) -> int:
         return len(self._pending)
 
-    def push(self, pcm: Pcm16) -> list[Pcm16]:
+    def push(self, pcm: PCM16) -> list[PCM16]:
         """Add a chunk; return every frame now complete, in order."""
         if pcm.dtype != np.int16 or pcm.ndim != 1:
             raise ValueError(f"expected 1-D int16 PCM, got {pcm.ndim}-D {pcm.dtype}")
@@ -34,7 +34,7 @@ class AudioFramer:
         self._pending = data[whole:].copy()
         return [data[i : i + self.frame_samples] for i in range(0, whole, self.frame_samples)]
 
-    def flush(self) -> Pcm16 | None:
+    def flush(self) -> PCM16 | None:
         """The last partial frame, zero-padded to full length; ``None`` if nothing is pending."""
         if not len(self._pending):
             return None

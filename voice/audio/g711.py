@@ -9,7 +9,7 @@ from __future__ import annotations
 import numpy as np
 import numpy.typing as npt
 
-from voice.audio.pcm import Pcm16
+from voice.audio.pcm import PCM16
 
 Ulaw = npt.NDArray[np.uint8]
 
@@ -34,7 +34,7 @@ def _build_encode_table() -> Ulaw:
     return (code ^ mask).astype(np.uint8)
 
 
-def _build_decode_table() -> Pcm16:
+def _build_decode_table() -> PCM16:
     code = ~np.arange(256, dtype=np.int32) & 0xFF
     exponent = (code >> 4) & 0x07
     mantissa = code & 0x0F
@@ -46,12 +46,12 @@ _ENCODE = _build_encode_table()
 _DECODE = _build_decode_table()
 
 
-def ulaw_encode(pcm: Pcm16) -> Ulaw:
+def ulaw_encode(pcm: PCM16) -> Ulaw:
     if pcm.dtype != np.int16:
         raise ValueError(f"μ-law encodes int16 PCM, got {pcm.dtype}")
     return _ENCODE[pcm.astype(np.int32) + 32768]
 
 
-def ulaw_decode(data: Ulaw | bytes) -> Pcm16:
+def ulaw_decode(data: Ulaw | bytes) -> PCM16:
     codes = np.frombuffer(data, dtype=np.uint8) if isinstance(data, bytes) else data
     return _DECODE[codes]

@@ -14,7 +14,7 @@ import numpy as np
 import numpy.typing as npt
 import samplerate
 
-from voice.audio.pcm import Pcm16
+from voice.audio.pcm import PCM16
 
 CONVERTER = "sinc_medium"
 
@@ -35,7 +35,7 @@ class StreamResampler:
         self._consumed = 0
         self._produced = 0
 
-    def process(self, pcm: Pcm16, *, last: bool = False) -> Pcm16:
+    def process(self, pcm: PCM16, *, last: bool = False) -> PCM16:
         """Resample the next chunk; ``last=True`` flushes the filter's tail (once, at the end)."""
         if pcm.dtype != np.int16 or pcm.ndim != 1:
             raise ValueError(f"expected 1-D int16 PCM, got {pcm.ndim}-D {pcm.dtype}")
@@ -53,10 +53,10 @@ class StreamResampler:
         if last:
             out = out[: max(0, round(self._consumed * self._ratio) - self._produced)]
         self._produced += len(out)
-        converted: Pcm16 = np.clip(np.rint(out * 32768.0), -32768, 32767).astype(np.int16)
+        converted: PCM16 = np.clip(np.rint(out * 32768.0), -32768, 32767).astype(np.int16)
         return converted
 
 
-def resample(pcm: Pcm16, in_rate: int, out_rate: int) -> Pcm16:
+def resample(pcm: PCM16, in_rate: int, out_rate: int) -> PCM16:
     """Resample a whole signal at once."""
     return StreamResampler(in_rate, out_rate).process(pcm, last=True)

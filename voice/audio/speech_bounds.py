@@ -9,10 +9,10 @@ from __future__ import annotations
 
 import numpy as np
 
-from voice.audio.pcm import Pcm16
+from voice.audio.pcm import PCM16
 
 
-def speech_bounds_ms(pcm: Pcm16, sample_rate: int) -> tuple[float, float]:
+def speech_bounds_ms(pcm: PCM16, sample_rate: int) -> tuple[float, float]:
     hop = sample_rate // 100
     frames = pcm[: len(pcm) // hop * hop].reshape(-1, hop).astype(np.float64)
     if not len(frames):

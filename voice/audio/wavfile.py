@@ -11,7 +11,7 @@ from pathlib import Path
 import numpy as np
 import soundfile
 
-from voice.audio.pcm import Pcm16, float_to_pcm16
+from voice.audio.pcm import PCM16, float_to_pcm16
 from voice.audio.resample import resample
 
 
@@ -19,7 +19,7 @@ class AudioFileError(ValueError):
     """The file is missing, unreadable or not audio."""
 
 
-def read_audio(path: Path, sample_rate: int) -> Pcm16:
+def read_audio(path: Path, sample_rate: int) -> PCM16:
     """Read ``path`` as mono PCM16 at ``sample_rate``: channels are averaged, samples of any
     width or float converted, other rates resampled."""
     try:
@@ -32,6 +32,6 @@ def read_audio(path: Path, sample_rate: int) -> Pcm16:
     return resample(mono, int(rate), sample_rate)
 
 
-def write_wav(path: Path, pcm: Pcm16, sample_rate: int) -> None:
+def write_wav(path: Path, pcm: PCM16, sample_rate: int) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     soundfile.write(path, np.asarray(pcm, dtype=np.int16), sample_rate, subtype="PCM_16")

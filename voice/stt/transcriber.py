@@ -21,7 +21,7 @@ import numpy as np
 from faster_whisper import WhisperModel
 from faster_whisper.tokenizer import Tokenizer
 
-from voice.audio.pcm import Pcm16, pcm16_to_float
+from voice.audio.pcm import PCM16, pcm16_to_float
 from voice.model_errors import ModelUnavailableError
 
 SAMPLE_RATE = 16000
@@ -85,7 +85,7 @@ class Transcriber:
         waits for all of them."""
         return self._waiting
 
-    def transcribe_blocking(self, pcm: Pcm16) -> Transcription:
+    def transcribe_blocking(self, pcm: PCM16) -> Transcription:
         """Decode 16 kHz audio of any length (past 30 s, whisper slides its window over it)."""
         started = time.perf_counter()
         window_s = self._options.encoder_window_s
@@ -95,7 +95,7 @@ class Transcriber:
             text = self._decode_long(pcm)
         return Transcription(text, (time.perf_counter() - started) * 1000.0)
 
-    def _decode_short(self, pcm: Pcm16, window_s: float) -> str:
+    def _decode_short(self, pcm: PCM16, window_s: float) -> str:
         """Encode only ``window_s`` seconds instead of whisper's fixed 30: the encoder's cost
         falls with its input, and a turn is seldom longer than a few seconds."""
         frames = int(window_s * FRAMES_PER_SECOND)
@@ -122,7 +122,7 @@ class Transcriber:
             return ""  # a click or a breath, not words: whisper would make some up
         return str(self._tokenizer.decode(tokens)).strip()
 
-    def _decode_long(self, pcm: Pcm16) -> str:
+    def _decode_long(self, pcm: PCM16) -> str:
         segments, _ = self._model.transcribe(
             pcm16_to_float(pcm),
             language=self._options.language,
@@ -136,7 +136,7 @@ class Transcriber:
         )
         return " ".join(segment.text.strip() for segment in segments).strip()
 
-    async def transcribe(self, pcm: Pcm16) -> Transcription:
+    async def transcribe(self, pcm: PCM16) -> Transcription:
         """Decode on the decoder thread. Cancelling the await abandons the result; the decode
         itself runs to completion (CTranslate2 cannot be interrupted mid-call)."""
         loop = asyncio.get_running_loop()
@@ -144,7 +144,7 @@ class Transcriber:
             self._waiting += 1
         return await loop.run_in_executor(self._thread, self._counted_transcribe, pcm)
 
-    def _counted_transcribe(self, pcm: Pcm16) -> Transcription:
+    def _counted_transcribe(self, pcm: PCM16) -> Transcription:
         try:
             return self.transcribe_blocking(pcm)
         finally:

@@ -16,7 +16,7 @@ from pathlib import Path
 
 from piper import PiperVoice
 
-from voice.audio.pcm import Pcm16
+from voice.audio.pcm import PCM16
 from voice.model_errors import ModelUnavailableError
 
 EMBEDDED_VOICES = {"embedded:en_US-joe-medium"}
@@ -28,18 +28,18 @@ class Synthesizer:
         self.sample_rate = int(voice.config.sample_rate)
         self._thread = ThreadPoolExecutor(max_workers=1, thread_name_prefix="piper")
 
-    def synthesize_blocking(self, text: str) -> Iterator[Pcm16]:
+    def synthesize_blocking(self, text: str) -> Iterator[PCM16]:
         """Audio of ``text`` at ``sample_rate``, one chunk per sentence."""
         for chunk in self._voice.synthesize(text):
             yield chunk.audio_int16_array
 
-    async def synthesize(self, text: str) -> AsyncIterator[Pcm16]:
+    async def synthesize(self, text: str) -> AsyncIterator[PCM16]:
         """Stream ``text``'s audio; each chunk is produced on the synthesis thread."""
         loop = asyncio.get_running_loop()
         stop = threading.Event()
         chunks = self.synthesize_blocking(text)
 
-        def next_chunk() -> Pcm16 | None:
+        def next_chunk() -> PCM16 | None:
             return None if stop.is_set() else next(chunks, None)
 
         try:

@@ -2,6 +2,6 @@
 that turns them into speech start, pause, resumption and end-of-turn events."""
 
 from voice.vad.detector import VoiceDetector, make_voice_detector
-from voice.vad.endpointer import Endpointer, VadEvent, VadEventKind
+from voice.vad.endpointer import Endpointer, VADEvent, VADEventKind
 
-__all__ = ["Endpointer", "VadEvent", "VadEventKind", "VoiceDetector", "make_voice_detector"]
+__all__ = ["Endpointer", "VADEvent", "VADEventKind", "VoiceDetector", "make_voice_detector"]

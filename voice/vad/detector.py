@@ -4,14 +4,14 @@ from __future__ import annotations
 
 from typing import Literal, Protocol
 
-from voice.audio.pcm import Pcm16
+from voice.audio.pcm import PCM16
 
 
 class VoiceDetector(Protocol):
     sample_rate: int
     frame_samples: int
 
-    def is_speech(self, frame: Pcm16) -> bool:
+    def is_speech(self, frame: PCM16) -> bool:
         """Classify one frame of exactly ``frame_samples`` samples."""
         ...
 
@@ -21,9 +21,9 @@ def make_voice_detector(
 ) -> VoiceDetector:
     """The detector for ``engine``; ``mode`` is webrtcvad's aggressiveness (0-3)."""
     if engine == "webrtc":
-        from voice.vad.webrtc import WebrtcVoiceDetector
+        from voice.vad.webrtc import WebRTCVoiceDetector
 
-        return WebrtcVoiceDetector(sample_rate=sample_rate, frame_ms=frame_ms, mode=mode)
+        return WebRTCVoiceDetector(sample_rate=sample_rate, frame_ms=frame_ms, mode=mode)
     from voice.vad.silero import SileroVoiceDetector
 
     return SileroVoiceDetector(sample_rate=sample_rate, frame_ms=frame_ms)

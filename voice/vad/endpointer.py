@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from enum import Enum
 
 
-class VadEventKind(Enum):
+class VADEventKind(Enum):
     SPEECH_START = "speech_start"
     PAUSE_START = "pause_start"
     SPEECH_RESUMED = "speech_resumed"
@@ -31,8 +31,8 @@ class VadEventKind(Enum):
 
 
 @dataclass(frozen=True)
-class VadEvent:
-    kind: VadEventKind
+class VADEvent:
+    kind: VADEventKind
     at_ms: float
     """When it happened in the audio (back-dated); for ``ENDPOINT``, the end of the frame that
     completed the silence."""
@@ -84,7 +84,7 @@ class Endpointer:
         """Between ``speech_start`` and ``endpoint``."""
         return self._state is not _State.SILENT
 
-    def update(self, voiced: bool, frame_start_ms: float, level_db: float = 0.0) -> list[VadEvent]:
+    def update(self, voiced: bool, frame_start_ms: float, level_db: float = 0.0) -> list[VADEvent]:
         """Feed the decision for the frame starting at ``frame_start_ms`` (and its level, for
         the tail trim); returns the events it completed."""
         frame_end = frame_start_ms + self.frame_ms
@@ -110,21 +110,21 @@ class Endpointer:
                 self._last_voiced_end = frame_end
                 self._last_loud_end = frame_end
                 self._peak_db = self._run_peak_db
-                return [VadEvent(VadEventKind.SPEECH_START, self._voiced_run_start)]
+                return [VADEvent(VADEventKind.SPEECH_START, self._voiced_run_start)]
             return []
 
-        events: list[VadEvent] = []
+        events: list[VADEvent] = []
         if self._state is _State.SPEAKING:
             if voiced:
                 self._last_voiced_end = frame_end
             elif self._unvoiced_run >= self._pause_frames:
                 self._state = _State.PAUSED
-                events.append(VadEvent(VadEventKind.PAUSE_START, self._speech_end))
+                events.append(VADEvent(VADEventKind.PAUSE_START, self._speech_end))
         elif self._voiced_run >= self._onset_frames:  # PAUSED, and speech came back
             self._state = _State.SPEAKING
             self._last_voiced_end = frame_end
             self._last_loud_end = frame_end
-            events.append(VadEvent(VadEventKind.SPEECH_RESUMED, self._voiced_run_start))
+            events.append(VADEvent(VADEventKind.SPEECH_RESUMED, self._voiced_run_start))
 
         if self._state is _State.PAUSED:
             if frame_end - self._speech_end >= self._endpoint_silence_ms:
@@ -141,8 +141,8 @@ class Endpointer:
     def _loud(self, level_db: float) -> bool:
         return self._tail_trim_db is None or level_db >= self._peak_db - self._tail_trim_db
 
-    def _endpoint(self, at_ms: float, *, forced: bool) -> VadEvent:
+    def _endpoint(self, at_ms: float, *, forced: bool) -> VADEvent:
         self._state = _State.SILENT
         self._voiced_run = 0
         end = self._last_voiced_end if forced else self._speech_end
-        return VadEvent(VadEventKind.ENDPOINT, at_ms, end, forced)
+        return VADEvent(VADEventKind.ENDPOINT, at_ms, end, forced)

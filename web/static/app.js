@@ -133,11 +133,11 @@ function turn(index) {
 }
 
 function onTurn(event) {
-  const t = turn(event.turn);
+  const t = turn(event.reply_index);
   switch (event.state) {
     case "committed":
       // Replies generated for other transcripts were dropped unheard.
-      for (const [index, other] of state.turns) if (!other.committed && index !== event.turn) state.turns.delete(index);
+      for (const [index, other] of state.turns) if (!other.committed && index !== event.reply_index) state.turns.delete(index);
       t.committed = true;
       t.user = message("user", event.user_text);
       t.agent = message("agent", t.pieces.join(" "));
@@ -147,7 +147,7 @@ function onTurn(event) {
     case "withdrawn": // the caller went on: this turn continues in the next commit
       t.user?.remove();
       t.agent?.remove();
-      state.turns.delete(event.turn);
+      state.turns.delete(event.reply_index);
       break;
     case "interrupted":
       if (t.agent) {
@@ -163,7 +163,7 @@ function onTurn(event) {
 }
 
 function onAgentText(event) {
-  const t = turn(event.turn);
+  const t = turn(event.reply_index);
   t.pieces.push(event.text);
   if (t.committed && t.agent) t.agent.querySelector(".text").textContent = t.pieces.join(" ");
 }

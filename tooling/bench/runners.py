@@ -1,0 +1,232 @@
+"""The bench's callers over the real endpoints of a real server on loopback: each clip one
+call, played by an emulator of the far end — ``cadence bench --transport twilio`` and
+``cadence loadtest --transport twilio|webrtc``.
+
+* ``TwilioTurnRunner``: a phone call through ``/twilio`` — μ-law at 8 kHz in 20 ms chunks at
+  the pace of speech, the reply played out in real time with its marks echoed. Clips play
+  from their 8 kHz file where the manifest has one (``file_8k``), else resampled to 8 kHz as
+  a phone line would.
+* ``WebRTCTurnRunner``: a browser call through ``/ws`` — an aiortc peer connection (Opus,
+  48 kHz) whose microphone plays the clip.
+
+The traces are the server's (its ``on_event`` hook), so every stage is measured on the same
+terms as in process; ``user_speech_end`` is the clip's true end of speech, carried from the
+emulator's clock onto the session's. Beside voice-to-voice, each turn records
+``caller_heard_ms``: when the emulator began to hear the reply, on the session's clock — the
+transport's own share is that minus ``audio_out_first``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import re
+from abc import ABC, abstractmethod
+from collections import defaultdict
+from collections.abc import Iterator
+from contextlib import AsyncExitStack, contextmanager
+from types import TracebackType
+from typing import Self
+
+from websockets.exceptions import ConnectionClosed
+
+from pipeline.config import ServerConfig
+from pipeline.events import SessionEndedEvent, SessionEvent, TraceEvent, TranscriptEvent
+from pipeline.session import VoiceSession
+from pipeline.tracing import TurnTrace
+from tooling.bench.manifest import ManifestClip
+from tooling.bench.turn_bench import (
+    LEAD_MS,
+    MAX_REPLY_WAIT_MS,
+    TAIL_MS,
+    Variant,
+    bench_config,
+    with_ground_truth,
+)
+from tooling.emulators.browser import BrowserEmulator
+from tooling.emulators.twilio import TwilioEmulator
+from voice.audio.speech_bounds import speech_bounds_ms
+from voice.audio.wavfile import read_audio
+from web.serializers.twilio import SAMPLE_RATE as TELEPHONE_RATE
+from web.server import SIGNALING_PATH, CadenceServer
+from web.signaling import CloseCode
+
+POLL_MS = 100.0
+SPEECH_RATE = 16000
+
+
+class CallRefusedError(RuntimeError):
+    """The server turned the call away (close code 1013: it is full)."""
+
+
+class CallRunner(ABC):
+    """What every caller of the bench shares: one server per configuration, started on first
+    use and closed with the runner (``async with``), and the events of its calls. ``server``
+    sets its admission limit; by default it admits every call (a benchmark measures latency,
+    not refusals)."""
+
+    transport = ""
+
+    @abstractmethod
+    async def __call__(
+        self, clip: ManifestClip, variant: Variant, session_id: str, concurrency: int
+    ) -> list[TurnTrace]:
+        """Play ``clip`` as one call; its traces (a ``TurnRunner``)."""
+
+    def __init__(self, server: ServerConfig | None = None) -> None:
+        self._server_settings = server or ServerConfig(max_sessions=1024)
+        self._stack = AsyncExitStack()
+        self._servers: dict[str, CadenceServer] = {}
+        self._traces: defaultdict[str, list[TurnTrace]] = defaultdict(list)
+        self._ended: defaultdict[str, asyncio.Event] = defaultdict(asyncio.Event)
+        self._speculative: dict[str, bool] = {}
+        """Calls whose transcript came from the speculative decode."""
+
+    async def __aenter__(self) -> Self:
+        await self._stack.__aenter__()
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        traceback: TracebackType | None,
+    ) -> None:
+        await self._stack.__aexit__(exc_type, exc, traceback)
+
+    async def _measured(
+        self,
+        call_id: str,
+        clip: ManifestClip,
+        variant: Variant,
+        concurrency: int,
+        *,
+        true_end_ms: float,
+        heard_ms: float | None,
+    ) -> list[TurnTrace]:
+        """The call's traces, once it has ended, with the truth written in (times on the
+        session's clock)."""
+        await self._ended[call_id].wait()  # its last trace comes as the call is released
+        del self._ended[call_id]
+        return with_ground_truth(
+            self._traces.pop(call_id, []),
+            clip,
+            variant.name,
+            true_end_ms=true_end_ms,
+            annotations={
+                "concurrency": concurrency,
+                "speculative_hit": self._speculative.pop(call_id, None),
+                "transport": self.transport,
+                "caller_heard_ms": heard_ms,
+            },
+        )
+
+    @property
+    def calls_in_progress(self) -> int:
+        return sum(len(server.calls) for server in self._servers.values())
+
+    async def _server(self, variant: Variant) -> CadenceServer:
+        key = variant.config.model_dump_json()
+        if key not in self._servers:
+            loopback = self._server_settings.model_copy(update={"host": "127.0.0.1", "port": 0})
+            config = bench_config(variant.config).model_copy(update={"server": loopback})
+            server = CadenceServer(config, on_event=self._on_event)
+            self._servers[key] = await self._stack.enter_async_context(server)
+        return self._servers[key]
+
+    def _on_event(self, call_id: str, event: SessionEvent) -> None:
+        match event:
+            case TraceEvent():
+                self._traces[call_id].append(event.trace)
+            case TranscriptEvent(final=True, speculative=True):
+                self._speculative[call_id] = True
+            case SessionEndedEvent():
+                self._ended[call_id].set()
+
+
+@contextmanager
+def _refusal(call_id: str) -> Iterator[None]:
+    """A close with 1013 (the server is full) as ``CallRefusedError``."""
+    try:
+        yield
+    except ConnectionClosed as exc:
+        if exc.rcvd is not None and exc.rcvd.code == CloseCode.TRY_AGAIN_LATER:
+            raise CallRefusedError(f"{call_id}: {exc.rcvd.reason}") from None
+        raise
+
+
+def _session(server: CadenceServer, call_id: str) -> VoiceSession:
+    call = server.calls.get(call_id)
+    if call is None or call.session is None:
+        raise RuntimeError(f"{call_id}: the server did not open the call within {LEAD_MS} ms")
+    return call.session
+
+
+class TwilioTurnRunner(CallRunner):
+    """A ``TurnRunner`` over ``/twilio``."""
+
+    transport = "twilio"
+
+    async def __call__(
+        self, clip: ManifestClip, variant: Variant, session_id: str, concurrency: int
+    ) -> list[TurnTrace]:
+        server = await self._server(variant)
+        audio = read_audio(clip.telephone_path or clip.path, TELEPHONE_RATE)
+        _, speech_end = speech_bounds_ms(audio, TELEPHONE_RATE)
+        stream_sid = "MZ" + re.sub(r"[^A-Za-z0-9_-]", "_", session_id)[:62]
+        call_id = f"twilio-{stream_sid}"
+        url = f"ws://127.0.0.1:{server.port}{server.config.telephony.twilio_path}"
+        # A full server closes with 1013 at once, while the stream is still opening.
+        with _refusal(call_id):
+            async with TwilioEmulator(url, stream_sid=stream_sid) as phone:
+                await phone.pause(LEAD_MS)  # the session opens meanwhile
+                session = _session(server, call_id)
+                offset_ms = session.clock.now_ms() - phone.now_ms()  # emulator → session
+                true_end = phone.position_ms + speech_end
+                await phone.say(audio, TELEPHONE_RATE)
+                waited = 0.0
+                while waited < TAIL_MS or (not phone.played and waited < MAX_REPLY_WAIT_MS):
+                    await phone.pause(POLL_MS)
+                    waited += POLL_MS
+        heard = phone.first_heard_ms
+        return await self._measured(
+            call_id,
+            clip,
+            variant,
+            concurrency,
+            true_end_ms=true_end + offset_ms,
+            heard_ms=None if heard is None else heard + offset_ms,
+        )
+
+
+class WebRTCTurnRunner(CallRunner):
+    """A ``TurnRunner`` over the browser demo's WebRTC call."""
+
+    transport = "webrtc"
+
+    async def __call__(
+        self, clip: ManifestClip, variant: Variant, session_id: str, concurrency: int
+    ) -> list[TurnTrace]:
+        server = await self._server(variant)
+        audio = read_audio(clip.path, SPEECH_RATE)
+        _, speech_end = speech_bounds_ms(audio, SPEECH_RATE)
+        async with BrowserEmulator(f"ws://127.0.0.1:{server.port}{SIGNALING_PATH}") as page:
+            if page.refused:
+                raise CallRefusedError(f"{session_id}: the server is full")
+            await page.connected()
+            await asyncio.sleep(LEAD_MS / 1000)
+            session = _session(server, page.session_id)
+            offset_ms = session.clock.now_ms() - page.now_ms()
+            true_end = page.say(audio, SPEECH_RATE) + speech_end
+            waited = -1000.0 * len(audio) / SPEECH_RATE
+            while waited < TAIL_MS or (page.first_heard_ms is None and waited < MAX_REPLY_WAIT_MS):
+                await asyncio.sleep(POLL_MS / 1000)
+                waited += POLL_MS
+        heard = page.first_heard_ms
+        return await self._measured(
+            page.session_id,
+            clip,
+            variant,
+            concurrency,
+            true_end_ms=true_end + offset_ms,
+            heard_ms=None if heard is None else heard + offset_ms,
+        )

@@ -1,0 +1,55 @@
+"""Does batching whisper decodes of several sessions pay off on this machine?
+
+Decodes the same short clips one after another and as one batch (encoder alone, then
+encoder + greedy decode), with the embedded tiny.en model, and prints wall times.
+Run: python -m tooling.bench.stt_batching
+"""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+import ctranslate2
+import numpy as np
+
+from pipeline.config import STTConfig
+from pipeline.model_loading import load_stt
+from tooling.bench.manifest import read_manifest
+from voice.audio import pcm16_to_float
+from voice.audio.wavfile import read_audio
+
+CLIPS = ["sb_spk1_snt1", "sb_spk1_snt2", "sb_spk1_snt3", "sb_spk1_snt4"]
+MANIFEST = Path(__file__).parents[1] / "tests" / "data" / "speech" / "manifest.jsonl"
+
+
+def main() -> None:
+    model = load_stt(STTConfig())._model  # the shared faster-whisper model
+    clips = {c.id: c for c in read_manifest(MANIFEST)}
+    features = []
+    for clip_id in CLIPS:
+        audio = pcm16_to_float(read_audio(clips[clip_id].path, 16000))
+        padded = np.pad(audio, (0, 16000 * 30 - len(audio)))  # whisper's 30 s window
+        features.append(model.feature_extractor(padded)[:, :3000].astype(np.float32))
+
+    def encode(batch: list[np.ndarray]) -> ctranslate2.StorageView:
+        return model.model.encode(ctranslate2.StorageView.from_array(np.stack(batch)), to_cpu=False)
+
+    prompt = [model.hf_tokenizer.token_to_id("<|startoftranscript|>"),
+              model.hf_tokenizer.token_to_id("<|notimestamps|>")]  # fmt: skip
+    encode(features[:1])  # warm up
+    for n in (1, 2, 4):
+        start = time.perf_counter()
+        for f in features[:n]:
+            model.model.generate(encode([f]), [prompt], beam_size=1, max_length=100)
+        sequential = time.perf_counter() - start
+        start = time.perf_counter()
+        model.model.generate(encode(features[:n]), [prompt] * n, beam_size=1, max_length=100)
+        batched = time.perf_counter() - start
+        print(
+            f"{n} sessions: sequential {sequential * 1000:.0f} ms, batched {batched * 1000:.0f} ms"
+        )
+
+
+if __name__ == "__main__":
+    main()

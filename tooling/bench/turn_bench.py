@@ -1,0 +1,200 @@
+"""``cadence bench``: voice-to-voice turns on real speech, the way a caller feels them.
+
+Each manifest clip is one user turn in a session of its own: 1 s of silence, the clip, then
+silence until the reply is being heard (at least ``TAIL_MS``), all streamed in 20 ms frames at
+real-time pace; then the call ends — the rest of the reply would add nothing to the
+figures. ``concurrency`` sessions run side by side. The true end of speech comes from
+the clip's energy envelope, so ``user_speech_end`` in every trace is ground truth; the VAD's
+own estimate is kept beside it (``vad_speech_end_ms``).
+
+With ablations, every clip is run under every variant in the same process, variants
+interleaved clip by clip so that the machine's drift hits them alike. Other transports
+(``--transport twilio``: the real ``/twilio`` endpoint, 8 kHz μ-law, played by a Twilio
+emulator) are interleaved the same way, each a variant of its own.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+from core.clock import MonotonicClock
+from pipeline.config import CadenceConfig, LLMOptions, TracingConfig
+from pipeline.frames import AudioOutFrame, FinalTranscriptFrame, Frame
+from pipeline.session import SAMPLE_RATE, VoiceSession
+from pipeline.tracing import AnchorEvent, MemoryTraceSink, TurnTrace
+from pipeline.tracing.turn_trace import Annotation
+from tooling.bench.manifest import ManifestClip
+from tooling.caller import SimulatedCaller
+from tooling.recording_output import RecordingAudioOutput
+from voice.audio.speech_bounds import speech_bounds_ms
+from voice.audio.wavfile import read_audio
+
+LEAD_MS = 1000.0
+TAIL_MS = 1000.0
+MAX_REPLY_WAIT_MS = 15_000.0
+
+ABLATIONS = ("speculation", "early_emission", "ar")
+"""What ``--ablate`` can switch off, each as a variant beside the full configuration."""
+
+
+@dataclass(frozen=True)
+class Variant:
+    name: str
+    config: CadenceConfig
+
+
+def variants(config: CadenceConfig, ablate: list[str]) -> list[Variant]:
+    """The full configuration first, then one variant per ablation."""
+    unknown = set(ablate) - set(ABLATIONS)
+    if unknown:
+        raise ValueError(f"unknown ablation {sorted(unknown)}; choose from {list(ABLATIONS)}")
+    result = [Variant("full", config)]
+    for name in ablate:
+        if name == "ar":
+            llm = LLMOptions.model_validate(
+                config.models.llm.model_dump() | {"backend": "ar", "checkpoint": "embedded:ar"}
+            )
+            models = config.models.model_copy(update={"llm": llm})
+            result.append(Variant("ar", config.model_copy(update={"models": models})))
+        else:
+            turn = config.turn.model_copy(update={name: False})
+            result.append(Variant(f"no_{name}", config.model_copy(update={"turn": turn})))
+    return result
+
+
+class _TurnWatch:
+    """Observer: whether a reply is being heard, and whether a transcript came from
+    speculation (misses are the discarded decodes, traced as such)."""
+
+    def __init__(self) -> None:
+        self.reply_heard = False
+        self.speculative_hit: bool | None = None
+
+    def on_frame(self, source: str, frame: Frame) -> None:
+        if source == "playout" and isinstance(frame, AudioOutFrame):
+            self.reply_heard = True
+        elif source == "stt" and isinstance(frame, FinalTranscriptFrame) and frame.speculative:
+            self.speculative_hit = True  # the answer came from the speculative decode
+
+
+TurnRunner = Callable[[ManifestClip, Variant, str, int], Awaitable[list[TurnTrace]]]
+"""Plays one clip as one user turn through some transport — ``run_turn`` in process, the
+Twilio runner of ``tooling.bench.runners`` over the real endpoint — and returns its traces,
+ground truth written in by ``with_ground_truth``."""
+
+
+async def run_turn(
+    clip: ManifestClip, variant: Variant, session_id: str, concurrency: int
+) -> list[TurnTrace]:
+    """One clip as one user turn, in process at 16 kHz: the pipeline a browser call runs."""
+    audio = read_audio(clip.path, SAMPLE_RATE)
+    _, speech_end = speech_bounds_ms(audio, SAMPLE_RATE)
+    clock = MonotonicClock()
+    traces, watch = MemoryTraceSink(), _TurnWatch()
+    session = VoiceSession(
+        bench_config(variant.config), RecordingAudioOutput(clock), session_id=session_id,
+        output_sample_rate=SAMPLE_RATE, clock=clock, trace_sinks=[traces], observers=[watch],
+    )  # fmt: skip
+    await session.start()
+    try:
+        caller = SimulatedCaller(session)
+        await caller.pause(LEAD_MS)
+        true_end = caller.position_ms + speech_end
+        await caller.say(audio)
+        await caller.pause(TAIL_MS)
+        waited = TAIL_MS
+        while not watch.reply_heard and waited < MAX_REPLY_WAIT_MS:
+            await caller.pause(100)
+            waited += 100
+    finally:
+        await session.cancel("bench turn measured")
+    return with_ground_truth(
+        traces.turns,
+        clip,
+        variant.name,
+        true_end_ms=true_end,
+        annotations={"concurrency": concurrency, "speculative_hit": watch.speculative_hit},
+    )
+
+
+def bench_config(config: CadenceConfig) -> CadenceConfig:
+    """``config`` with no trace log of its own: the bench writes the traces it collects."""
+    return config.model_copy(update={"tracing": TracingConfig(jsonl_path=None)})
+
+
+def with_ground_truth(
+    traces: list[TurnTrace],
+    clip: ManifestClip,
+    variant: str,
+    *,
+    true_end_ms: float,
+    annotations: dict[str, Annotation],
+) -> list[TurnTrace]:
+    """The traces of one clip's turn with the truth written in: the real end of speech (on the
+    session's clock) as ``user_speech_end``, the reference and what was heard of the clip,
+    and whether the reply came before the caller had finished."""
+    # The clip is one utterance; if the engine split it into turns, the words of all of them
+    # are what it heard of the clip: the last turn carries them, with the reference.
+    heard = " ".join(
+        str(t.annotations.get("transcript", ""))
+        for t in traces
+        if t.annotations.get("withdrawn") is not True
+    )
+    for number, trace in enumerate(traces, start=1):
+        if number == len(traces):
+            trace.annotations |= {"reference": clip.text, "transcript": heard}
+        vad_end = trace.events.get(AnchorEvent.USER_SPEECH_END)
+        trace.events[AnchorEvent.USER_SPEECH_END] = true_end_ms
+        heard_at = trace.events.get(AnchorEvent.AUDIO_OUT_FIRST)
+        trace.annotations |= annotations | {
+            "variant": variant,
+            "clip_id": clip.id,
+            "vad_speech_end_ms": vad_end,
+            "premature": heard_at is not None and heard_at < true_end_ms,
+        }
+    return traces
+
+
+async def run_bench(
+    clips: list[ManifestClip],
+    config: CadenceConfig,
+    *,
+    concurrency: int,
+    ablate: list[str],
+    transports: dict[str, TurnRunner] | None = None,
+) -> list[TurnTrace]:
+    """Every clip under every variant through every transport (in process only, unless
+    ``transports`` names others); ``concurrency`` sessions of one kind at a time."""
+    runners = transports or {"direct": run_turn}
+    chosen = variants(config, ablate)
+    traces: list[TurnTrace] = []
+    counter = itertools.count()
+    for start in range(0, len(clips), concurrency):
+        group = clips[start : start + concurrency]
+        for (transport, runner), variant in itertools.product(runners.items(), chosen):
+            named = Variant(_variant_name(transport, variant.name), variant.config)
+            results = await asyncio.gather(
+                *(
+                    runner(clip, named, f"{named.name}-{clip.id}-{next(counter)}", concurrency)
+                    for clip in group
+                )
+            )
+            traces += [trace for result in results for trace in result]
+    return traces
+
+
+def _variant_name(transport: str, variant: str) -> str:
+    """``full`` in process keeps its name; through another transport it is that transport's
+    (``twilio``), and an ablation through it ``twilio+no_speculation``."""
+    if transport == "direct":
+        return variant
+    return transport if variant == "full" else f"{transport}+{variant}"
+
+
+def write_traces(traces: list[TurnTrace], path: Path) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text("".join(trace.to_json_line() + "\n" for trace in traces))

@@ -1,0 +1,56 @@
+"""Root of the ``cadence`` command: wires the subcommand modules together."""
+
+from __future__ import annotations
+
+import logging
+
+import typer
+
+from tooling.cli import (
+    bench_cmd,
+    config_cmd,
+    converse_cmd,
+    llm_cmd,
+    loadtest_cmd,
+    report_cmd,
+    serve_cmd,
+    voice_cmd,
+)
+
+app = typer.Typer(
+    name="cadence",
+    help="Cadence: a real-time voice agent with a block-diffusion turn generator.",
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_enable=False,
+)
+app.add_typer(config_cmd.app, name="config")
+app.command("train")(llm_cmd.train_command)
+app.command("distil")(llm_cmd.distil_command)
+app.command("generate")(llm_cmd.generate_command)
+app.command("eval-lm")(llm_cmd.eval_lm_command)
+app.command("transcribe")(voice_cmd.transcribe)
+app.command("say")(voice_cmd.say)
+app.command("bench")(bench_cmd.bench)
+app.command("bench-voice")(bench_cmd.bench_voice)
+app.command("converse")(converse_cmd.converse)
+app.command("report")(report_cmd.report)
+app.command("serve")(serve_cmd.serve)
+app.command("loadtest")(loadtest_cmd.loadtest)
+
+
+@app.callback()
+def _root(
+    verbose: bool = typer.Option(False, "--verbose", "-v", help="Log at DEBUG level."),
+) -> None:
+    logging.basicConfig(
+        level=logging.DEBUG if verbose else logging.INFO,
+        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
+    )
+    if not verbose:
+        # faster-whisper logs every decode at INFO; Cadence reports decodes itself.
+        logging.getLogger("faster_whisper").setLevel(logging.WARNING)
+
+
+def main() -> None:
+    app()

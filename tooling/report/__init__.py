@@ -1,0 +1,30 @@
+"""Latency budget reports from turn traces: ``summary.json``, ``report.md`` and PNG plots.
+
+See ``docs/report.md`` for the files and what each trace must carry for each part.
+"""
+
+from tooling.report.build import REPORT_FILE, SUMMARY_FILE, build_report
+from tooling.report.run_info import RUN_FILE, RunInfo, read_run_info
+from tooling.report.summary import (
+    SCHEMA_ID,
+    DiscardedStats,
+    LatencyStats,
+    ReportSummary,
+    SpeculationCounts,
+    VariantSummary,
+)
+
+__all__ = [
+    "REPORT_FILE",
+    "RUN_FILE",
+    "SCHEMA_ID",
+    "SUMMARY_FILE",
+    "DiscardedStats",
+    "LatencyStats",
+    "ReportSummary",
+    "RunInfo",
+    "SpeculationCounts",
+    "VariantSummary",
+    "build_report",
+    "read_run_info",
+]

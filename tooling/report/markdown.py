@@ -1,0 +1,219 @@
+"""``report.md``: the summary as a reader wants it, every figure taken from ``summary.json``
+so the page and the file never disagree."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+
+from pipeline.tracing import VOICE_TO_VOICE
+from tooling.report.stages import LABELS, STAGE_NAMES
+from tooling.report.summary import LatencyStats, ReportSummary, VariantSummary
+
+_V2V = VOICE_TO_VOICE.name
+
+
+def render_markdown(summary: ReportSummary, plots: Mapping[str, str]) -> str:
+    """The report page; ``plots`` maps each figure's file name to its caption."""
+    sections = [
+        _header(summary),
+        _voice_to_voice(summary),
+        _stage_table(summary),
+        _where_the_milliseconds_go(summary),
+        _transcription_and_speculation(summary),
+    ]
+    if summary.variants:
+        sections.append(_variants_table(summary))
+    sections.append(
+        "## Figures\n\n" + "\n\n".join(f"![{caption}]({name})" for name, caption in plots.items())
+    )
+    return "\n\n".join(sections) + "\n"
+
+
+def _header(s: ReportSummary) -> str:
+    command = f"`{s.command}`" if s.command else "not recorded"
+    config = "in `summary.json` (`config`)" if s.config is not None else "not recorded"
+    runs = f"{s.turns} turns in {s.sessions} sessions"
+    if s.concurrency is not None:
+        runs += f", {s.concurrency} at a time"
+    if s.variants:
+        runs += f"; variant `{s.variant}` below, all {len(s.variants)} side by side at the end"
+    return (
+        f"# Latency report{f' — {s.variant}' if s.variants else ''}\n\n"
+        f"Machine: {s.machine}.  \nCommand: {command}.  \nConfiguration: {config}.  \n"
+        f"{runs}. Times in ms; ✓ = within the stage's budget share."
+    )
+
+
+def _voice_to_voice(s: ReportSummary) -> str:
+    v2v, budget = s.voice_to_voice_ms, s.budget_ms[_V2V]
+    if s.within_budget_fraction is None:
+        return "## Voice-to-voice\n\nNo turn has both `user_speech_end` and `audio_out_first`."
+    within = round(s.within_budget_fraction * v2v.count)
+    return (
+        "## Voice-to-voice\n\n"
+        f"End of speech → first reply audio sent, over {v2v.count} of {s.turns} turns: "
+        f"**p50 {_ms(v2v.p50)}**, p95 {_ms(v2v.p95)}, p99 {_ms(v2v.p99)}, max {_ms(v2v.max)} "
+        f"ms.  \nBudget {budget:.0f} ms: met by {within} of {v2v.count} turns "
+        f"(**{s.within_budget_fraction:.0%}**)."
+    )
+
+
+def _stage_table(s: ReportSummary) -> str:
+    rows = [
+        "## Stages against their budget shares",
+        "",
+        "| stage | share | p50 | p95 | p99 | turns |",
+        "|---|---:|---:|---:|---:|---:|",
+    ]
+    for name in STAGE_NAMES:
+        share = f"{s.budget_ms[name]:.0f}"
+        if name == "llm_first_emit":
+            share += f" (ceiling {s.budget_ms['llm_first_emit_ceiling']:.0f})"
+        rows.append(f"| {LABELS[name]} | {share} | {_cells(s.stages_ms[name], s.budget_ms[name])}")
+    rows.append(
+        f"| **{LABELS[_V2V]}** | **{s.budget_ms[_V2V]:.0f}** "
+        f"| {_cells(s.voice_to_voice_ms, s.budget_ms[_V2V])}"
+    )
+    notes = [
+        f"LLM first emit over its {s.budget_ms['llm_first_emit_ceiling']:.0f} ms ceiling: "
+        f"{s.llm_over_ceiling} turns. Endpoint before the end of speech (the caller cut off): "
+        f"{s.endpoints_before_speech_end} turns. Barge-ins: {s.interrupted} turns. "
+        f"Replies heard before the caller finished: {s.premature} turns. Turns committed too "
+        f"early and withdrawn when the caller went on: {s.withdrawn}. (Both are left out of "
+        "the latencies and the WER.)"
+    ]
+    if s.vad_end_error_ms.count:
+        error = s.vad_end_error_ms
+        notes.append(
+            f"The VAD's end of speech against the true one (late > 0): p50 {_ms(error.p50)}, "
+            f"p95 {_ms(error.p95)} ms over {error.count} turns."
+        )
+    return "\n".join(rows) + "\n\n" + "  \n".join(notes)
+
+
+def _cells(stats: LatencyStats, share: float) -> str:
+    marks = [_checked(v, share) for v in (stats.p50, stats.p95, stats.p99)]
+    return " | ".join(marks) + f" | {stats.count} |"
+
+
+def _checked(value: float | None, share: float) -> str:
+    return "–" if value is None else f"{value:.0f} {'✓' if value <= share else '✗'}"
+
+
+def _where_the_milliseconds_go(s: ReportSummary) -> str:
+    medians = {n: v for n in STAGE_NAMES if (v := s.stages_ms[n].p50) is not None}
+    title = "## Where the milliseconds go\n\n"
+    if not medians:
+        return title + "No stage was measured."
+    whole = s.voice_to_voice_ms.p50
+    if whole is None or whole <= 0:
+        whole = sum(v for v in medians.values() if v > 0)
+    largest = max(medians, key=lambda n: medians[n])
+    budget = s.budget_ms[_V2V]
+    text = [
+        f"The median turn answers in {_ms(s.voice_to_voice_ms.p50)} ms, "
+        f"{_percent(s.voice_to_voice_ms.p50, budget)} of the {budget:.0f} ms budget."
+        if s.voice_to_voice_ms.p50 is not None
+        else "No turn measured voice-to-voice.",
+        f"The largest stage is {LABELS[largest]}: {_ms(medians[largest])} ms at the median, "
+        f"{_percent(medians[largest], whole)} of the median turn and "
+        f"{_percent(medians[largest], s.budget_ms[largest])} of its "
+        f"{s.budget_ms[largest]:.0f} ms share.",
+    ]
+    over = [n for n, v in medians.items() if v > s.budget_ms[n]]
+    text.append(
+        "Over their share at the median: "
+        + ", ".join(f"{LABELS[n]} (+{medians[n] - s.budget_ms[n]:.0f} ms)" for n in over)
+        + "."
+        if over
+        else "Every stage is within its share at the median."
+    )
+    text += [
+        f"{LABELS[n]} is negative at the median ({medians[n]:.0f} ms): it finished before the "
+        "anchor it is measured from, its work hidden under the stage before."
+        for n, v in medians.items()
+        if v < 0
+    ]
+    return title + " ".join(text)
+
+
+def _transcription_and_speculation(s: ReportSummary) -> str:
+    wer = (
+        f"WER {s.wer:.3f} (corpus, normalised) over {s.wer_turns} turns."
+        if s.wer is not None
+        else "WER: no turn has both a `reference` and a `transcript`."
+    )
+    spec = s.speculation
+    rate = f" (hit rate {spec.hit_rate:.0%})" if spec.hit_rate is not None else ""
+    lines = [
+        "## Transcription, speculation and discarded work",
+        "",
+        wer + "  ",
+        f"Speculation: {spec.hits} hits, {spec.misses} misses{rate}.",
+        "",
+    ]
+    if not s.discarded:
+        return "\n".join([*lines, "No work was discarded."])
+    lines += ["| discarded work | count | total ms |", "|---|---:|---:|"]
+    lines += [f"| {kind} | {d.count} | {d.total_ms:.0f} |" for kind, d in s.discarded.items()]
+    return "\n".join(lines)
+
+
+def _variants_table(s: ReportSummary) -> str:
+    names = [s.variant, *(n for n in s.variants if n != s.variant)]
+    latencies: list[tuple[str, Callable[[VariantSummary], float | None]]] = [
+        ("voice-to-voice p50", lambda v: v.voice_to_voice_ms.p50),
+        ("voice-to-voice p95", lambda v: v.voice_to_voice_ms.p95),
+        *((f"{LABELS[n]} p50", _stage_median(n)) for n in STAGE_NAMES),
+    ]
+    facts: list[tuple[str, Callable[[VariantSummary], str]]] = [
+        ("within budget", lambda v: _fraction(v.within_budget_fraction)),
+        ("LLM over its ceiling", lambda v: str(v.llm_over_ceiling)),
+        ("endpoints before the end of speech", lambda v: str(v.endpoints_before_speech_end)),
+        ("replies heard before the caller finished", lambda v: str(v.premature)),
+        ("withdrawn commits", lambda v: str(v.withdrawn)),
+        ("WER", lambda v: "–" if v.wer is None else f"{v.wer:.3f}"),
+        ("speculation hits / misses", lambda v: f"{v.speculation.hits} / {v.speculation.misses}"),
+        ("turns", lambda v: str(v.turns)),
+    ]
+    rows = [
+        f"## Variants side by side (against `{s.variant}`)",
+        "",
+        _row("variant", [f"`{n}`" for n in names]),
+        "|---|" + "---:|" * len(names),
+    ]
+    for label, get in latencies:
+        first, *others = [get(s.variants[n]) for n in names]
+        cells = [_ms(first), *(_ms(v) + _against(v, first) for v in others)]
+        rows.append(_row(label, cells))
+    rows += [_row(label, [show(s.variants[n]) for n in names]) for label, show in facts]
+    return "\n".join(rows)
+
+
+def _stage_median(name: str) -> Callable[[VariantSummary], float | None]:
+    return lambda v: v.stages_ms[name].p50
+
+
+def _row(label: str, cells: list[str]) -> str:
+    return f"| {label} | " + " | ".join(cells) + " |"
+
+
+def _against(value: float | None, base: float | None) -> str:
+    """`` (+292 ms, ×1.98)``: the difference from the base and, where a ratio means something
+    (a base above zero), how many times the base this is."""
+    if value is None or base is None:
+        return ""
+    ratio = f", ×{value / base:.2f}" if base > 0 else ""
+    return f" ({value - base:+.0f} ms{ratio})"
+
+
+def _ms(value: float | None) -> str:
+    return "–" if value is None else f"{value:.0f}"
+
+
+def _percent(part: float | None, whole: float) -> str:
+    return "–" if part is None or whole <= 0 else f"{part / whole:.0%}"
+
+
+def _fraction(value: float | None) -> str:
+    return "–" if value is None else f"{value:.0%}"

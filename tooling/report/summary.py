@@ -1,0 +1,108 @@
+"""The schema of ``summary.json``: what a latency report claims, in a form a program can check.
+
+``ReportSummary.model_json_schema()`` is the machine-readable schema; ``docs/report.md``
+explains every field. A change of meaning bumps ``SCHEMA_ID``.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Final, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+from tooling.report.stages import STAGE_NAMES
+
+SCHEMA_ID: Final = "cadence.report/1"
+
+
+class _Model(BaseModel):
+    # A summary is a record of a run: unknown keys are errors and nothing is edited after.
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class LatencyStats(_Model):
+    """Medians and tails of one latency over the turns that measured it (never a mean: one
+    stalled turn must not hide in an average)."""
+
+    count: int = Field(ge=0, description="turns that have both anchors of this latency")
+    p50: float | None
+    p95: float | None
+    p99: float | None
+    max: float | None
+
+
+class SpeculationCounts(_Model):
+    hits: int = Field(ge=0, description="turns answered from the speculative transcript")
+    misses: int = Field(ge=0, description="speculative decodes that were not used")
+    hit_rate: float | None = Field(description="hits / (hits + misses); null with neither")
+
+
+class DiscardedStats(_Model):
+    count: int = Field(ge=0)
+    total_ms: float = Field(description="summed duration of the thrown-away work")
+
+
+class VariantSummary(_Model):
+    """The figures of one variant (one ablation) of a run."""
+
+    turns: int = Field(ge=0, description="every turn, whatever anchors it has")
+    sessions: int = Field(ge=0)
+    concurrency: int | None = Field(
+        description="sessions run in parallel (the `concurrency` annotation); null if unknown"
+    )
+    voice_to_voice_ms: LatencyStats
+    stages_ms: dict[str, LatencyStats] = Field(
+        description="endpoint, stt, llm_first_emit, tts_first_audio, transport"
+    )
+    within_budget_fraction: float | None = Field(
+        description="share of the measured turns with voice-to-voice ≤ its budget"
+    )
+    llm_over_ceiling: int = Field(
+        ge=0, description="turns whose LLM first emit exceeded the hard ceiling"
+    )
+    endpoints_before_speech_end: int = Field(
+        ge=0, description="turns whose endpoint came before the end of speech (cut the caller)"
+    )
+    interrupted: int = Field(ge=0, description="turns cut off by barge-in")
+    withdrawn: int = Field(
+        ge=0,
+        description="turns committed too early and taken back when the caller went on before "
+        "any of the reply was heard; counted in `turns`, left out of every other figure",
+    )
+    premature: int = Field(
+        ge=0,
+        description="turns whose reply was heard before the caller's true end of speech; "
+        "counted in `turns`, left out of the latencies and WER",
+    )
+    vad_end_error_ms: LatencyStats = Field(
+        description="the VAD's end of speech (`vad_speech_end_ms`) − `user_speech_end`"
+    )
+    wer: float | None = Field(description="corpus WER of `transcript` against `reference`")
+    wer_turns: int = Field(ge=0, description="turns that have both texts")
+    speculation: SpeculationCounts
+    discarded: dict[str, DiscardedStats] = Field(description="thrown-away work by kind")
+
+    @model_validator(mode="after")
+    def _every_stage(self) -> VariantSummary:
+        if tuple(self.stages_ms) != STAGE_NAMES:
+            raise ValueError(f"stages_ms must have exactly {', '.join(STAGE_NAMES)} in order")
+        return self
+
+
+class ReportSummary(VariantSummary):
+    """``summary.json``: the top level describes the primary variant (``full`` if the run has
+    it, else the first in the traces); ``variants`` holds every variant side by side when the
+    traces hold more than one."""
+
+    schema_id: Literal["cadence.report/1"] = Field(default=SCHEMA_ID, alias="schema")
+    variant: str = Field(description="name of the variant the top level describes")
+    variants: dict[str, VariantSummary] = Field(
+        description="every variant in trace order when there are several; empty otherwise"
+    )
+    budget_ms: dict[str, float] = Field(description="the latency budget the run was held to")
+    config: dict[str, Any] | None = Field(description="the configuration of the run, if known")
+    machine: str
+    command: str | None = Field(description="the command line that produced the figures")
+
+    def to_json(self) -> str:
+        return self.model_dump_json(by_alias=True, indent=2) + "\n"
