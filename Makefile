@@ -1,6 +1,7 @@
 # Cadence: two commands on a fresh machine.
 #   make demo   create .venv, install everything, serve the browser demo (prints its URL)
-#   make test   create or reuse .venv, install, lint, type-check and run the whole suite
+#   make test   create or reuse .venv, install, lint (ruff, the import contract), type-check and
+#               run the whole suite
 
 PYTHON ?= python3
 VENV := .venv
@@ -26,9 +27,11 @@ chromium:
 demo: $(STAMP)
 	$(BIN)/cadence serve
 
+# ruff, then the import contract of pyproject.toml ([tool.importlinter]): dependencies run one way.
 lint: $(STAMP)
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
+	$(BIN)/lint-imports --no-cache
 
 typecheck: $(STAMP)
 	$(BIN)/mypy

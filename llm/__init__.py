@@ -11,6 +11,7 @@ The pipeline needs only this::
 and, while the user is still speaking, ``await generator.prefill(history)``.
 """
 
+from llm.backends import create_generator, load_local_generator
 from llm.checkpoint import CheckpointError
 from llm.decoding import ReplyStats
 from llm.dialogue import Turn
@@ -21,9 +22,8 @@ from llm.generator import (
     DiffusionTurnGenerator,
     GeneratorOptions,
     TurnGenerator,
-    create_generator,
-    load_local_generator,
 )
+from llm.options import LLMOptions, OpenAIOptions
 
 __all__ = [
     "AutoregressiveTurnGenerator",
@@ -31,6 +31,8 @@ __all__ = [
     "DecoderTurnGenerator",
     "DiffusionTurnGenerator",
     "GeneratorOptions",
+    "LLMOptions",
+    "OpenAIOptions",
     "ReplyPiece",
     "ReplyStats",
     "Turn",

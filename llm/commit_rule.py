@@ -4,34 +4,11 @@ Confidence-ordered commits pick the easiest positions first, and the easiest are
 turn and padding: committed early, they squeeze the sentence into the positions left of them.
 So an end-of-turn or padding prediction may be committed only when every position to its left
 is committed already. The rule itself lives in :mod:`kernels.commit_reference`, fused with
-the softmax that precedes it (the decoder calls :func:`kernels.commit_decision`); here it is
-applied to top probabilities already computed.
+the softmax that precedes it (the decoder calls :func:`kernels.commit_decision`); what is left
+here is how a block running late against its budget lowers τ.
 """
 
 from __future__ import annotations
-
-from collections.abc import Collection
-
-import torch
-
-from kernels import commit_reference
-
-
-def select_commits(
-    confidence: torch.Tensor,
-    prediction: torch.Tensor,
-    masked: torch.Tensor,
-    threshold: float,
-    end_ids: Collection[int],
-) -> torch.Tensor:
-    """Boolean ``[block]`` of the positions to commit this step: every eligible masked position
-    with ``confidence >= threshold``, and at least the most confident eligible one.
-
-    ``confidence`` and ``prediction`` are the top probability and its token per position;
-    ``masked`` marks the positions still masked (at least one must be).
-    """
-    ends = torch.tensor(list(end_ids), dtype=prediction.dtype, device=prediction.device)
-    return commit_reference.select_commits(confidence, prediction, masked, threshold, ends)
 
 
 def deadline_threshold(threshold: float, elapsed_ms: float, budget_ms: float) -> float:

@@ -1,7 +1,7 @@
 """The turn generator the pipeline calls: an async stream of reply pieces per turn.
 
-``TurnGenerator`` is the interface every backend meets (``create_generator`` picks one from
-``models.llm``). The local models share :class:`DecoderTurnGenerator`:
+``TurnGenerator`` is the interface every backend meets (``llm.backends.create_generator``
+picks one from ``models.llm``). The local models share :class:`DecoderTurnGenerator`:
 :class:`DiffusionTurnGenerator` (block diffusion, the default) and
 :class:`AutoregressiveTurnGenerator` (the baseline). Decoding is synchronous PyTorch work;
 each piece is computed in a worker thread so the event loop keeps moving audio meanwhile, and
@@ -13,20 +13,17 @@ from __future__ import annotations
 import asyncio
 from collections.abc import AsyncGenerator, Iterator, Sequence
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Protocol
-
-import torch
 
 from core.clock import Clock, MonotonicClock
 from llm.autoregressive import AutoregressiveDecoder
 from llm.block_diffusion import BlockDiffusionDecoder
-from llm.checkpoint import CheckpointError, LoadedModel, load_model
+from llm.checkpoint import LoadedModel
 from llm.decoding import DecodingOptions, ReplyStats
 from llm.dialogue import Turn
 from llm.emission import ReplyPiece
 from llm.graphed_decoder import GraphedBlockDiffusionDecoder
-from pipeline.config.schema import LLMOptions
+from llm.options import LLMOptions
 
 
 @dataclass(frozen=True)
@@ -38,7 +35,7 @@ class GeneratorOptions:
     """The oldest turns are dropped until the history fits this many tokens."""
 
     @classmethod
-    def from_config(cls, config: LLMOptions) -> GeneratorOptions:
+    def from_options(cls, config: LLMOptions) -> GeneratorOptions:
         return cls(
             decoding=DecodingOptions(
                 confidence_threshold=config.confidence_threshold,
@@ -164,43 +161,6 @@ class AutoregressiveTurnGenerator(DecoderTurnGenerator):
         super().__init__(decoder, loaded.format, options)
 
 
-def create_generator(config: LLMOptions, clock: Clock | None = None) -> TurnGenerator:
-    """The generator ``config`` names (``models.llm``), ready; fails fast with a
-    :class:`CheckpointError` naming the config key when its model cannot be had."""
-    if config.backend == "openai":
-        from llm.remote import create_openai_generator  # the client library only when used
-
-        return create_openai_generator(config.openai, clock)
-    return load_local_generator(config, clock)
-
-
-def load_local_generator(config: LLMOptions, clock: Clock | None = None) -> DecoderTurnGenerator:
-    """A local model's generator (backends ``dllm`` and ``ar``), its checkpoint loaded on
-    ``config.device``; the checkpoint must fit the backend. A directory is an open-weight
-    block-diffusion model (Fast-dLLM v2 or SDAR, told apart by its ``config.json``)."""
-    if Path(config.checkpoint).expanduser().is_dir():
-        from llm.open_weights import open_weights_generator  # it imports this module
-
-        return open_weights_generator(config, _device(config.device), clock)
-    loaded = load_model(config.checkpoint)
-    loaded.model.to(_device(config.device))
-    wanted = "block_causal" if config.backend == "dllm" else "causal"
-    if loaded.model.config.attention != wanted:
-        raise CheckpointError(
-            f"models.llm.checkpoint: {config.checkpoint!r} holds a "
-            f"{loaded.model.config.attention} model, backend {config.backend!r} needs {wanted}"
-        )
-    if loaded.model.config.block_size != config.block_size:
-        raise CheckpointError(
-            f"models.llm.block_size: {config.block_size} but {config.checkpoint!r} was trained "
-            f"with blocks of {loaded.model.config.block_size}"
-        )
-    options = GeneratorOptions.from_config(config)
-    if config.backend == "dllm":
-        return DiffusionTurnGenerator(loaded, options, clock)
-    return AutoregressiveTurnGenerator(loaded, options, clock)
-
-
 async def _next_in_thread(pieces: Iterator[ReplyPiece]) -> ReplyPiece | None:
     """The next piece, computed in a worker thread. If the caller is cancelled (a barge-in),
     the step in flight still finishes before the cancellation goes on: the lock must not be
@@ -211,15 +171,3 @@ async def _next_in_thread(pieces: Iterator[ReplyPiece]) -> ReplyPiece | None:
     except asyncio.CancelledError:
         await asyncio.gather(step, return_exceptions=True)
         raise
-
-
-def _device(name: str) -> torch.device:
-    """``models.llm.device`` as a torch device; ``cuda`` without one fails fast, by name."""
-    if name == "auto":
-        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
-    if name == "cuda" and not torch.cuda.is_available():
-        raise CheckpointError(
-            "models.llm.device: cuda, but torch sees no CUDA device (this torch is "
-            f"{torch.__version__}); set it to cpu or auto"
-        )
-    return torch.device(name)

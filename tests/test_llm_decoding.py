@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import itertools
+from collections.abc import Collection
 from typing import Any
 
 import llm_tiny
@@ -10,10 +11,11 @@ import pytest
 import torch
 
 from core.clock import VirtualClock
+from kernels import commit_reference
 from llm.attention_masks import visibility
 from llm.autoregressive import AutoregressiveDecoder
 from llm.block_diffusion import BlockDiffusionDecoder, committed_prefix
-from llm.commit_rule import deadline_threshold, select_commits
+from llm.commit_rule import deadline_threshold
 from llm.decoding import DecodingOptions, ReplyStats, never_in_reply
 from llm.dialogue import Turn
 from llm.model import Transformer
@@ -24,6 +26,18 @@ HISTORY = [
     Turn("agent", "Sure, what time would you like the table?"),
     Turn("user", "At seven in the evening, please."),
 ]
+
+
+def select_commits(
+    confidence: torch.Tensor,
+    prediction: torch.Tensor,
+    masked: torch.Tensor,
+    threshold: float,
+    end_ids: Collection[int],
+) -> torch.Tensor:
+    """The commit rule of :mod:`kernels.commit_reference` with the end ids as a collection."""
+    ends = torch.tensor(list(end_ids), dtype=prediction.dtype, device=prediction.device)
+    return commit_reference.select_commits(confidence, prediction, masked, threshold, ends)
 
 
 def _prompt(history: list[Turn] = HISTORY) -> list[int]:

@@ -25,7 +25,7 @@ from llm.block_diffusion import BlockDiffusionDecoder
 from llm.checkpoint import EMBEDDED_DIR, CheckpointError, LoadedModel
 from llm.decoding import DecodingOptions
 from llm.graphed_decoder import GraphedBlockDiffusionDecoder
-from pipeline.config.schema import LLMOptions
+from llm.options import LLMOptions
 
 HISTORY = [
     Turn("user", "I'd like to find a restaurant in San Jose."),

@@ -29,7 +29,7 @@ from llm.open_weights.decoder import OpenWeightsModel
 from llm.open_weights.families import QWEN_CONTROL_IDS
 from llm.open_weights.network import QwenForCausalLM
 from llm.open_weights.shape import QwenShape
-from pipeline.config.schema import LLMOptions
+from llm.options import LLMOptions
 from tooling.bench import tiny_open_weights as tiny
 
 NAMES = list(tiny.SPECS)

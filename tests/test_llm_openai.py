@@ -17,16 +17,10 @@ import pytest
 from speech_data import clip
 
 from llm import CheckpointError, ReplyPiece, Turn, create_generator
+from llm.options import LLMOptions, OpenAIOptions
 from llm.remote import create_openai_generator
 from pipeline.agent import Agent
-from pipeline.config import (
-    CadenceConfig,
-    FaultsConfig,
-    LLMOptions,
-    ModelsConfig,
-    OpenAIOptions,
-    TracingConfig,
-)
+from pipeline.config import CadenceConfig, FaultsConfig, ModelsConfig, TracingConfig
 from pipeline.events import ReplyAudioEvent, TraceEvent
 from pipeline.tracing import AnchorEvent
 from tooling.caller import SimulatedCaller

@@ -8,12 +8,12 @@ import llm_tiny
 import pytest
 import torch
 
+from llm.backends import create_generator
 from llm.checkpoint import CheckpointError, load_model, resolve_checkpoint, save_model
 from llm.dialogue import write_dialogues
-from llm.generator import create_generator
+from llm.options import LLMOptions
 from llm.tokenizer import SPECIAL_TOKENS, DialogueTokenizer
 from llm.training import FINAL_MODEL, Objective, TrainOptions, TrainProgress, train
-from pipeline.config.schema import LLMOptions
 
 TEXTS = [
     "Hello, how can I help you today?",

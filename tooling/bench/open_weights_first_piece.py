@@ -33,7 +33,7 @@ from pathlib import Path
 import torch
 
 from llm import DecoderTurnGenerator, Turn, create_generator
-from pipeline.config.schema import LLMOptions
+from llm.options import LLMOptions
 from tooling.bench import tiny_open_weights as tiny
 
 

@@ -20,8 +20,8 @@ import sys
 import time
 
 from llm import Turn
+from llm.options import OpenAIOptions
 from llm.remote import create_openai_generator
-from pipeline.config import OpenAIOptions
 from tooling.emulators.openai import FakeOpenAI, Stream
 
 KEY_ENV = "CADENCE_BENCH_OPENAI_KEY"

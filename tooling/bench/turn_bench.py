@@ -22,7 +22,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from core.clock import MonotonicClock
-from pipeline.config import CadenceConfig, LLMOptions, TracingConfig
+from llm.options import LLMOptions
+from pipeline.config import CadenceConfig, TracingConfig
 from pipeline.frames import AudioOutFrame, FinalTranscriptFrame, Frame
 from pipeline.session import SAMPLE_RATE, VoiceSession
 from pipeline.tracing import AnchorEvent, MemoryTraceSink, TurnTrace

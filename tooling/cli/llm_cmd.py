@@ -153,9 +153,9 @@ def generate_command(
     import asyncio
     import json
 
+    from llm.backends import load_local_generator
     from llm.checkpoint import CheckpointError
     from llm.dialogue import Turn
-    from llm.generator import load_local_generator
 
     settings = load_config_or_exit(config).models.llm
     chosen = backend or settings.backend
@@ -226,7 +226,7 @@ def eval_lm_command(
     settings = load_config_or_exit(config).models.llm
     if threshold is not None:
         settings = settings.model_copy(update={"confidence_threshold": threshold})
-    options = GeneratorOptions.from_config(settings)
+    options = GeneratorOptions.from_options(settings)
     chosen = read_dialogues(corpus, dialogues)
     replies = sum(t.speaker == "agent" for d in chosen for t in d.turns)
     reports = []
