@@ -6,8 +6,8 @@ cache; :func:`kernels.commit_decision` decides what it commits (the rule:
 :mod:`llm.commit_rule`). The forward of a
 block's first step also carries the previous block (or the new context), whose keys and values
 then enter the cache: a finished block costs no extra forward.
-Predictions are shifted (see :mod:`llm.objectives`): a block's first token comes from the last
-position of the block before it.
+Predictions are shifted, as the model was trained (``tooling.training.objectives``): a block's
+first token comes from the last position of the block before it.
 """
 
 from __future__ import annotations

@@ -7,10 +7,11 @@ from functools import cache
 
 import torch
 
-from llm.dialogue import Dialogue, Turn
+from llm.dialogue import Turn
 from llm.dialogue_format import DialogueFormat
 from llm.model import AttentionMode, ModelConfig, Transformer
 from llm.tokenizer import DialogueTokenizer
+from tooling.training.corpus import Dialogue
 
 DIALOGUES = (
     Dialogue(

@@ -28,13 +28,13 @@ from pipeline.stages import VADStage
 from voice.audio import PCM16
 from voice.stt import word_error_rate
 from web.serializers.audiosocket import (
+    DTMF,
     FRAME_SAMPLES,
     MAX_AUDIO_BYTES,
     SAMPLE_RATE,
     Audio,
     AudioSocketProtocolError,
     CallUUID,
-    Dtmf,
     Error,
     Frame,
     Hangup,
@@ -72,7 +72,7 @@ def stream_of(data: bytes) -> asyncio.StreamReader:
     [
         Hangup(),
         CallUUID(uuid.UUID("40325ec2-5efd-4bd3-805f-53576e581d13")),
-        *(Dtmf(digit) for digit in "0123456789*#ABCD"),
+        *(DTMF(digit) for digit in "0123456789*#ABCD"),
         Audio(np.array([0, 1, -1, 32767, -32768, 1234], dtype=np.int16)),
         Error(0x02),
         Error(None),
@@ -94,7 +94,7 @@ def test_the_wire_bytes_are_asterisks() -> None:
     call = uuid.UUID("40325ec2-5efd-4bd3-805f-53576e581d13")
     assert encode_frame(Hangup()) == b"\x00\x00\x00"
     assert encode_frame(CallUUID(call)) == b"\x01\x00\x10" + call.bytes
-    assert encode_frame(Dtmf("#")) == b"\x03\x00\x01#"
+    assert encode_frame(DTMF("#")) == b"\x03\x00\x01#"
     assert encode_frame(Audio(np.array([1, -2], dtype=np.int16))) == b"\x10\x00\x04\x01\x00\xfe\xff"
     assert encode_frame(Error(0x01)) == b"\xff\x00\x01\x01"
     assert str(Error(0x03)) == "error 0x03 (the caller hung up, a frame could not be forwarded)"
@@ -143,7 +143,7 @@ async def test_a_frame_that_breaks_the_rules_is_refused(data: bytes, reason: str
 
 @pytest.mark.parametrize(
     "frame",
-    [Dtmf("x"), Dtmf("12"), Audio(np.zeros(0, dtype=np.int16)), Audio(SILENCE.repeat(51))],
+    [DTMF("x"), DTMF("12"), Audio(np.zeros(0, dtype=np.int16)), Audio(SILENCE.repeat(51))],
     ids=["dtmf-x", "dtmf-12", "audio-empty", "audio-too-long"],
 )
 def test_a_frame_that_breaks_the_rules_is_not_encoded(frame: Frame) -> None:
@@ -301,7 +301,7 @@ async def test_a_call_end_to_end_over_tcp() -> None:
         assert heard_s > 0.5, heard_s
         assert heard_s <= elapsed_s + 0.25, (heard_s, elapsed_s)
 
-        asterisk.send(Dtmf("5"))
+        asterisk.send(DTMF("5"))
         await wait_until(
             lambda: any(isinstance(e, DTMFEvent) for e in events.of(asterisk.call_id)),
             "the key press",
@@ -371,7 +371,7 @@ async def test_bad_input_ends_only_its_own_call(
         ), caplog.text
         assert errors(server, kind) == 1
 
-        good.send(Dtmf("7"))  # the other call carries on
+        good.send(DTMF("7"))  # the other call carries on
         await wait_until(
             lambda: any(isinstance(e, DTMFEvent) for e in events.of(good.call_id)), "the key"
         )

@@ -8,8 +8,8 @@ from pathlib import Path
 import llm_tiny
 from typer.testing import CliRunner
 
-from llm.dialogue import read_dialogues, write_dialogues
 from tooling.cli.app import app
+from tooling.training.corpus import read_dialogues, write_dialogues
 
 runner = CliRunner()
 

@@ -9,7 +9,7 @@ from llm.autoregressive import AutoregressiveDecoder
 from llm.checkpoint import LoadedModel
 from llm.decoding import DecodingOptions, ReplyStats
 from llm.dialogue import Turn
-from llm.distillation import distil_dialogues, teacher_replies
+from tooling.training.distillation import distil_dialogues, teacher_replies
 
 
 def _teacher() -> LoadedModel:

@@ -10,10 +10,10 @@ import torch
 
 from llm.backends import create_generator
 from llm.checkpoint import CheckpointError, load_model, resolve_checkpoint, save_model
-from llm.dialogue import write_dialogues
 from llm.options import LLMOptions
 from llm.tokenizer import SPECIAL_TOKENS, DialogueTokenizer
-from llm.training import FINAL_MODEL, Objective, TrainOptions, TrainProgress, train
+from tooling.training.corpus import write_dialogues
+from tooling.training.trainer import FINAL_MODEL, Objective, TrainOptions, TrainProgress, train
 
 TEXTS = [
     "Hello, how can I help you today?",

@@ -1,5 +1,5 @@
 """The browser demo under test: a server on a free loopback port, and headless Chromium whose
-microphone plays a WAV file (DESIGN.md, "Real-browser test recipe")."""
+microphone plays a WAV file (docs/web.md, "The real-browser recipe")."""
 
 from __future__ import annotations
 

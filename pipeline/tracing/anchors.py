@@ -1,4 +1,4 @@
-"""The anchor events of a turn and the stage latencies derived from them (DESIGN.md)."""
+"""The anchor events of a turn and the stage latencies derived from them (docs/trace-schema.md)."""
 
 from __future__ import annotations
 

@@ -1,7 +1,7 @@
 """``TurnTraceObserver``: reads a session's frames and records each turn's anchor events.
 
 Stages know nothing of tracing; this observer watches the frames they hand on and maps them
-to the anchor events of DESIGN.md. Work done for a reply before its turn is committed
+to the anchor events of docs/trace-schema.md. Work done for a reply before its turn is committed
 (preemptive generation and synthesis) is kept per reply and written into the trace only if
 that reply is the one committed; a reply thrown away shows up as discarded work instead.
 """

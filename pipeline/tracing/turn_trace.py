@@ -47,7 +47,7 @@ class TurnTrace(BaseModel):
     @computed_field  # type: ignore[prop-decorator]
     @property
     def latencies_ms(self) -> dict[str, float | None]:
-        """Derived latencies (DESIGN.md); ``None`` where an anchor is missing."""
+        """Derived latencies (docs/trace-schema.md); ``None`` where an anchor is missing."""
         return {
             latency.name: (
                 self.events[latency.end] - self.events[latency.start]

@@ -36,7 +36,7 @@ def train_command(
     threads: int | None = typer.Option(None, "--threads", help="Torch CPU threads."),
 ) -> None:
     """Train the block-diffusion model or the AR baseline, with checkpoints and resume."""
-    from llm.training import TrainOptions, TrainProgress, train
+    from tooling.training.trainer import TrainOptions, TrainProgress, train
 
     if objective not in ("bd3", "ar"):
         raise typer.BadParameter("--objective must be bd3 or ar")
@@ -109,8 +109,8 @@ def distil_command(
     import torch
 
     from llm.checkpoint import load_model
-    from llm.dialogue import read_dialogues, write_dialogues
-    from llm.distillation import distil_dialogues
+    from tooling.training.corpus import read_dialogues, write_dialogues
+    from tooling.training.distillation import distil_dialogues
 
     if threads:
         torch.set_num_threads(threads)
@@ -218,9 +218,9 @@ def eval_lm_command(
     from rich.table import Table
 
     from llm.checkpoint import load_model
-    from llm.dialogue import read_dialogues
-    from llm.evaluation import evaluate_backend
     from llm.generator import GeneratorOptions
+    from tooling.training.corpus import read_dialogues
+    from tooling.training.evaluation import evaluate_backend
 
     torch.set_num_threads(threads)
     settings = load_config_or_exit(config).models.llm

@@ -28,11 +28,11 @@ from websockets.exceptions import ConnectionClosed
 
 from voice.audio import PCM16, resample, ulaw_decode, ulaw_encode
 from web.serializers.twilio import (
+    DTMF,
     SAMPLE_RATE,
     TELEPHONE_FORMAT,
     ClearMessage,
     ConnectedMessage,
-    Dtmf,
     DTMFMessage,
     Mark,
     MarkMessage,
@@ -161,7 +161,7 @@ class TwilioEmulator:
 
     async def press(self, digit: str) -> None:
         await self._send(
-            DTMFMessage(stream_sid=self.stream_sid, dtmf=Dtmf(digit=digit, track="inbound_track"))
+            DTMFMessage(stream_sid=self.stream_sid, dtmf=DTMF(digit=digit, track="inbound_track"))
         )
 
     async def send_raw(self, text: str | bytes) -> None:

@@ -7,7 +7,7 @@ and key presses; it accepts audio and a hang-up back. The kinds, and the payload
 
 * ``0x00`` ``Hangup`` — none (closing the socket hangs up too);
 * ``0x01`` ``CallUUID`` — the call's UUID, 16 bytes;
-* ``0x03`` ``Dtmf`` — 1 byte, an ASCII DTMF digit (0-9, ``*``, ``#``, A-D);
+* ``0x03`` ``DTMF`` — 1 byte, an ASCII DTMF digit (0-9, ``*``, ``#``, A-D);
 * ``0x10`` ``Audio`` — signed 16-bit little-endian PCM, 8 kHz mono: an even number of bytes,
   2 to 16,000;
 * ``0xff`` ``Error`` — an optional 1-byte error code (Asterisk's are bits: ``_ASTERISK_ERRORS``).
@@ -80,7 +80,7 @@ class CallUUID:
 
 
 @dataclass(frozen=True)
-class Dtmf:
+class DTMF:
     """The caller pressed ``digit``."""
 
     digit: str
@@ -106,7 +106,7 @@ class Error:
         return f"error 0x{self.code:02x}" + (f" ({', '.join(named)})" if named else "")
 
 
-Frame = Hangup | CallUUID | Dtmf | Audio | Error
+Frame = Hangup | CallUUID | DTMF | Audio | Error
 
 
 async def read_frame(reader: asyncio.StreamReader) -> Frame | None:
@@ -144,7 +144,7 @@ def decode(kind: Kind, payload: bytes) -> Frame:
         case Kind.UUID:
             return CallUUID(UUID(bytes=payload))
         case Kind.DTMF:
-            return Dtmf(payload.decode("ascii"))
+            return DTMF(payload.decode("ascii"))
         case Kind.AUDIO:
             return Audio(np.frombuffer(payload, dtype=_PCM).astype(np.int16))
         case Kind.ERROR:
@@ -158,7 +158,7 @@ def encode_frame(frame: Frame) -> bytes:
             kind, payload = Kind.HANGUP, b""
         case CallUUID():
             kind, payload = Kind.UUID, frame.uuid.bytes
-        case Dtmf():
+        case DTMF():
             kind, payload = Kind.DTMF, frame.digit.encode("ascii", errors="replace")
         case Audio():
             kind, payload = Kind.AUDIO, frame.pcm.astype(_PCM, copy=False).tobytes()

@@ -79,7 +79,7 @@ class Media(_Part):
             raise TwilioMessageError(f"media payload is not base64: {exc}") from None
 
 
-class Dtmf(_Part):
+class DTMF(_Part):
     digit: str
     track: str | None = None
 
@@ -122,7 +122,7 @@ class DTMFMessage(_Part):
     event: Literal["dtmf"] = "dtmf"
     sequence_number: str | None = None
     stream_sid: str | None = None
-    dtmf: Dtmf
+    dtmf: DTMF
 
 
 class MarkMessage(_Part):

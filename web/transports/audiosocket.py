@@ -36,11 +36,11 @@ from web.call_tasks import CallTasks
 from web.metrics import ErrorKind, ServerMetrics
 from web.rate_limit import MessageRate
 from web.serializers.audiosocket import (
+    DTMF,
     SAMPLE_RATE,
     Audio,
     AudioSocketProtocolError,
     CallUUID,
-    Dtmf,
     Error,
     Hangup,
     encode_audio,
@@ -173,7 +173,7 @@ class AudioSocketCall:
                 match frame:
                     case Audio(pcm=pcm):
                         await session.feed(pcm, SAMPLE_RATE)
-                    case Dtmf(digit=digit):
+                    case DTMF(digit=digit):
                         await session.dtmf(digit)
                     case Hangup():
                         self._end("the caller hung up")

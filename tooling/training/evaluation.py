@@ -24,10 +24,11 @@ from llm.autoregressive import AutoregressiveDecoder
 from llm.block_diffusion import BlockDiffusionDecoder
 from llm.checkpoint import LoadedModel
 from llm.decoding import ReplyStats
-from llm.dialogue import Dialogue, Turn
+from llm.dialogue import Turn
 from llm.generator import GeneratorOptions
-from llm.objectives import collate
-from llm.training import Objective, loss_function, windows_to_batches
+from tooling.training.corpus import Dialogue
+from tooling.training.objectives import collate
+from tooling.training.trainer import Objective, loss_function, windows_to_batches
 
 ELBO_SAMPLES = 4
 """Noise draws averaged for the diffusion model's ELBO."""

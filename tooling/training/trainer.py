@@ -27,11 +27,17 @@ from llm.checkpoint import (
     save_atomically,
     save_model,
 )
-from llm.dialogue import read_dialogues
 from llm.dialogue_format import DialogueFormat, TokenWindow
 from llm.model import AttentionMode, ModelConfig, Transformer
-from llm.objectives import Batch, LossResult, autoregressive_loss, block_diffusion_loss, collate
 from llm.tokenizer import DialogueTokenizer
+from tooling.training.corpus import read_dialogues
+from tooling.training.objectives import (
+    Batch,
+    LossResult,
+    autoregressive_loss,
+    block_diffusion_loss,
+    collate,
+)
 
 Objective = Literal["bd3", "ar"]
 TRAINING_STATE = "checkpoint.pt"

@@ -17,7 +17,8 @@ import torch
 from llm.attention_masks import visibility
 from llm.checkpoint import LoadedModel
 from llm.decoding import never_in_reply
-from llm.dialogue import Dialogue, Turn
+from llm.dialogue import Turn
+from tooling.training.corpus import Dialogue
 
 
 @torch.inference_mode()
