@@ -27,6 +27,7 @@ from typing import Any
 import numpy as np
 import pytest
 from aiortc import RTCConfiguration, RTCPeerConnection
+from twilio_phone import TwilioPhone
 from web_harness import CHROMIUM, chromium_page, fake_microphone, free_port, wait_until, web_config
 from websockets.asyncio.client import ClientConnection, connect
 from websockets.datastructures import Headers
@@ -47,9 +48,10 @@ from web.access import (
 from web.rate_limit import MessageRate
 from web.serializers.audiosocket import Audio, CallUUID, Hangup, encode_frame, read_frame
 from web.serializers.twilio import encode, media_message
-from web.server import SIGNALING_PATH, CadenceServer
+from web.server import CadenceServer
 from web.signaling import CloseCode
 from web.transports import PacedAudioTrack
+from web.transports.webrtc import SIGNALING_PATH
 
 TOKEN = "s3cret-token-0123456789abcdef"
 TWILIO_AUTH_TOKEN = "f0e1d2c3b4a5968778695a4b3c2d1e0f"
@@ -428,7 +430,7 @@ async def test_a_twilio_stream_over_its_message_rate_is_closed_with_1008(
     caplog: pytest.LogCaptureFixture,
 ) -> None:
     async with serving(configured(telephony={"twilio_max_messages_per_s": 10.0})) as server:
-        async with TwilioEmulator(ws_url(server, "/twilio")) as phone:
+        async with TwilioPhone(ws_url(server, "/twilio")) as phone:
             silence = encode(media_message(phone.stream_sid, bytes(160)))
             with contextlib.suppress(ConnectionClosed):
                 for _ in range(30):  # at once: the burst of 10 per second is 20

@@ -18,6 +18,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 from speech_data import clip
+from twilio_phone import TwilioPhone
 from web_harness import wait_until, web_config
 
 from core.clock import MonotonicClock
@@ -60,7 +61,7 @@ async def test_a_caller_vanishing_at_any_phase_leaves_nothing_behind(
     audio = clip(CALLER).telephone_audio()
     async with CadenceServer(logged_config(tmp_path)) as server:
         url = f"ws://127.0.0.1:{server.port}/twilio"
-        async with TwilioEmulator(url) as phone:
+        async with TwilioPhone(url) as phone:
             await phone.pause(500)
             if phase == "mid-sentence":
                 await phone.say(audio[: len(audio) // 2], 8000)

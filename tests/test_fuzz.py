@@ -30,7 +30,7 @@ from websockets.exceptions import ConnectionClosed
 from pipeline.config import CadenceConfig, ConfigError, TelephonyConfig, load_config
 from tooling.emulators.twilio import TwilioEmulator
 from web.serializers import audiosocket, twilio
-from web.server import SIGNALING_PATH, CadenceServer
+from web.server import CadenceServer
 from web.signaling import (
     ClientMessage,
     CloseCode,
@@ -39,6 +39,7 @@ from web.signaling import (
     SignalingError,
     parse_client_message,
 )
+from web.transports.webrtc import SIGNALING_PATH
 
 PARSER = settings(max_examples=200, deadline=None, database=None)
 LIVE = settings(

@@ -11,7 +11,6 @@ import subprocess
 import sys
 import time
 from collections.abc import AsyncIterator, Callable, Sequence
-from pathlib import Path
 
 import pytest
 from speech_data import clip
@@ -307,9 +306,11 @@ async def test_a_session_on_the_openai_backend_answers_spoken_questions(
 
 
 def test_the_first_piece_benchmark_prints_its_figure() -> None:
-    script = Path(__file__).parents[1] / "benchmarks" / "openai_first_piece.py"
     run = subprocess.run(
-        [sys.executable, str(script), "--turns", "3"], capture_output=True, text=True, timeout=60
+        [sys.executable, "-m", "tooling.bench.openai_first_piece", "--turns", "3"],
+        capture_output=True,
+        text=True,
+        timeout=60,
     )
     assert run.returncode == 0, run.stderr
     assert re.search(r"next 3 turns \(kept connection\): median [\d.]+ ms", run.stdout)

@@ -17,6 +17,7 @@ from contextlib import asynccontextmanager
 
 import pytest
 from speech_data import clip, clips
+from twilio_phone import TwilioPhone
 from web_harness import wait_until, web_config
 from websockets.asyncio.client import ClientConnection, connect
 from websockets.exceptions import ConnectionClosed
@@ -132,7 +133,7 @@ async def test_a_phone_call_is_answered_with_paced_media_and_a_mark_after_each_c
 async def test_dtmf_reaches_the_session_as_events_in_order(
     server: CadenceServer, events: Events
 ) -> None:
-    async with TwilioEmulator(twilio_url(server)) as phone:
+    async with TwilioPhone(twilio_url(server)) as phone:
         for digit in "7#":
             await phone.press(digit)
         await wait_until(
@@ -216,8 +217,8 @@ async def test_bad_messages_in_a_stream_are_logged_and_ignored(
 ) -> None:
     caplog.set_level(logging.WARNING, logger="web.transports.twilio")
     async with (
-        TwilioEmulator(twilio_url(server)) as other,
-        TwilioEmulator(twilio_url(server)) as phone,
+        TwilioPhone(twilio_url(server)) as other,
+        TwilioPhone(twilio_url(server)) as phone,
     ):
         sid = phone.stream_sid
         media = {"event": "media", "streamSid": sid, "media": {"payload": "!!not base64"}}

@@ -28,11 +28,11 @@ from pipeline.config import render_config
 from pipeline.frames import Frame
 from pipeline.stages import VADStage
 from voice.audio import resample
-from web import call as call_module
-from web.call import BrowserCall
-from web.server import SIGNALING_PATH, CadenceServer
+from web.server import CadenceServer
 from web.signaling import MAX_MESSAGE_BYTES, CloseCode
 from web.transports import PacedAudioTrack
+from web.transports import webrtc as webrtc_transport
+from web.transports.webrtc import SIGNALING_PATH, WebRTCCall
 
 
 @pytest.fixture
@@ -170,7 +170,7 @@ async def test_a_second_offer_is_refused(server: CadenceServer) -> None:
 async def test_a_visitor_who_sends_no_offer_gives_the_place_back(
     server: CadenceServer, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(call_module, "OFFER_TIMEOUT_S", 0.3)
+    monkeypatch.setattr(webrtc_transport, "OFFER_TIMEOUT_S", 0.3)
     async with visitor(server) as websocket:
         assert (await next_event(websocket, "error"))["code"] == "no_offer"
         assert await closed_with(websocket) == CloseCode.POLICY_VIOLATION
@@ -208,13 +208,13 @@ async def test_a_visitor_who_vanishes_mid_turn_leaves_nothing_behind(
             await pc.setRemoteDescription(RTCSessionDescription(answer["sdp"], "answer"))
             await next_event(websocket, "agent_text")  # the reply is under way
             [call] = server.calls.values()
-            assert isinstance(call, BrowserCall)
+            assert isinstance(call, WebRTCCall)
             tasks = call.tasks
             assert len(tasks) > 5, [t.get_name() for t in tasks]  # stages at work
-            assert call.transport is not None
+            assert call.peer is not None
             assert call.session is not None
-            server_pc = call.transport.pc
-            gone = [weakref.ref(x) for x in (call, call.session, call.transport, server_pc)]
+            server_pc = call.peer.pc
+            gone = [weakref.ref(x) for x in (call, call.session, call.peer, server_pc)]
             del call
             websocket.transport.abort()  # no close frame: the tab died
         await wait_until(lambda: not server.calls, "the server to notice")

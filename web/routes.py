@@ -1,22 +1,23 @@
 """The plain HTTP side of the server: the page, its static files, ``/healthz``,
-``/metrics`` and the TwiML of the Twilio webhook — and the access checks of the websockets.
+``/metrics`` and the routes each websocket transport declares beside its websocket (Twilio's
+TwiML webhook) — and the access checks of the websockets.
 
 ``websockets`` reads every request's head; ``respond`` answers those that are not a
 websocket with a whole response, and lets a websocket's handshake go on only once its
-request passed ``AccessPolicy``, so one port serves both and no second HTTP framework is
-needed. Only ``GET`` is served (``websockets`` refuses other methods; Twilio can be told to
-fetch its webhook with ``GET``).
+request passed the check its transport declared (``web/transports/entry.py``), so one port
+serves both and no second HTTP framework is needed. Only ``GET`` is served (``websockets``
+refuses other methods; Twilio can be told to fetch its webhook with ``GET``).
 """
 
 from __future__ import annotations
 
 import json
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
 from http import HTTPStatus
 from pathlib import Path
-from urllib.parse import parse_qs, unquote, urlsplit
-from xml.sax.saxutils import quoteattr
+from urllib.parse import unquote, urlsplit
 
 from websockets.datastructures import Headers
 from websockets.http11 import Request, Response
@@ -39,6 +40,21 @@ CONTENT_TYPES = {
 """The only kinds of file the page is made of; anything else under ``static/`` is not served."""
 
 
+AccessCheck = Callable[[AccessPolicy, Request], Refusal | None]
+"""Whether a request may have what it asks for: ``None``, or why it is turned away. Run on
+the request's head, before a websocket's handshake — a refused client never reaches a call."""
+
+
+@dataclass(frozen=True)
+class HTTPRoute:
+    """A plain HTTP answer on a path of its own, behind its own access check: a webhook a
+    transport's provider fetches."""
+
+    check: AccessCheck
+    respond: Callable[[AccessPolicy, Request], Response]
+    """The answer to a request that passed ``check``."""
+
+
 def response(status: HTTPStatus, body: bytes, content_type: str) -> Response:
     headers = Headers()
     headers["Content-Type"] = content_type
@@ -59,28 +75,29 @@ class Routes:
     def __init__(
         self,
         *,
-        signaling_path: str,
-        twilio_path: str,
+        websockets: Mapping[str, AccessCheck],
+        http: Mapping[str, HTTPRoute],
         access: AccessPolicy,
         metrics: ServerMetrics,
         health: Callable[[], dict[str, object]],
     ) -> None:
-        self._signaling_path = signaling_path
-        self._twilio_path = twilio_path
-        self.twiml_path = f"{twilio_path.rstrip('/')}/twiml"
+        """``websockets``: the check of each websocket the server routes, by its path;
+        ``http``: the routes the transports declared beside them."""
+        self._websockets = dict(websockets)
+        self._http = dict(http)
         self._access = access
         self._metrics = metrics
         self._health = health
 
     def respond(self, request: Request, peer: str = "?") -> Response | None:
-        # The websockets by their path as sent, as the server dispatches them; the rest by
-        # the path it names.
+        # The websockets and the transports' routes by their path as sent, as the server
+        # dispatches them; the rest by the path it names.
         raw = urlsplit(request.path).path
-        if raw in (self._signaling_path, self._twilio_path):
-            twilio = raw == self._twilio_path
-            return self._refuse(self._access.websocket(request, twilio=twilio), raw, peer)
-        if raw == self.twiml_path:
-            return self._refuse(self._access.twiml(request), raw, peer) or self._twiml(request)
+        if (check := self._websockets.get(raw)) is not None:
+            return self._refuse(check(self._access, request), raw, peer)
+        if (route := self._http.get(raw)) is not None:
+            refusal = route.check(self._access, request)
+            return self._refuse(refusal, raw, peer) or route.respond(self._access, request)
         path = unquote(raw)
         if path == "/":
             return self._static("index.html")
@@ -103,25 +120,6 @@ class Routes:
         if refusal.status is HTTPStatus.UNAUTHORIZED:
             refused.headers["WWW-Authenticate"] = 'Bearer realm="cadence"'
         return refused
-
-    def _twiml(self, request: Request) -> Response:
-        """The TwiML that connects a call to this server's Media Stream (docs/security.md);
-        an ``overlay`` query parameter becomes the stream's parameter of that name."""
-        base = self._access.public_url(request, scheme="wss")
-        if base is None:
-            return text_response(HTTPStatus.BAD_REQUEST, "no Host to point the stream at")
-        overlay = parse_qs(urlsplit(request.path).query).get("overlay", [])[:1]
-        parameters = "".join(
-            f'<Parameter name="overlay" value={quoteattr(name)}/>'
-            for name in overlay
-            if name.isprintable()  # nothing XML cannot carry
-        )
-        url = quoteattr(base + self._twilio_path)
-        document = (
-            '<?xml version="1.0" encoding="UTF-8"?>\n'
-            f"<Response><Connect><Stream url={url}>{parameters}</Stream></Connect></Response>\n"
-        )
-        return response(HTTPStatus.OK, document.encode(), "text/xml; charset=utf-8")
 
     def _static(self, name: str) -> Response:
         file = (STATIC_DIR / name).resolve()

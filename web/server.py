@@ -1,89 +1,78 @@
-"""``CadenceServer``: the browser demo and the Twilio endpoint on one port — the page (``/``,
-``/static/…``), WebRTC signaling on the ``/ws`` websocket, Twilio Media Streams on
-``telephony.twilio_path`` (``/twilio``), ``/healthz`` and ``/metrics``.
+"""``CadenceServer``: the browser demo and the telephony endpoints on one port — the page
+(``/``, ``/static/…``), WebRTC signaling on the ``/ws`` websocket, Twilio Media Streams on
+``telephony.twilio_path`` (``/twilio``), ``/healthz`` and ``/metrics`` — and Asterisk
+AudioSocket on a TCP port of its own, when configured.
 
-Each visitor of ``/ws`` is one :class:`BrowserCall` with its own peer connection and voice
-session; each Media Stream one :class:`TwilioCall`. The models are loaded once, before the
-port opens, and shared by every session; a missing checkpoint fails the start, not the first
-caller. Past ``server.max_sessions`` calls, of every transport together, newcomers are
-refused (an ``error`` event ``busy`` for a page, and close code 1013), rather than degrading
-every call on the machine. Each websocket's request is checked before its handshake
-(tokens, Twilio's signature, the page's origin: ``web/access.py``), and each connection's
-messages are rate-limited (``web/rate_limit.py``).
+The server only routes: each websocket goes to the transport that declared its path
+(``WEBSOCKET_TRANSPORTS``, ``web/transports/entry.py``), which admits its calls through the
+server's ``Admission`` (``web/transports/admission.py``) — the only part of the server a
+transport is handed. The models are loaded once, before the port opens, and shared by every
+session; a missing checkpoint fails the start, not the first caller. Past
+``server.max_sessions`` calls, of every transport together, newcomers are refused (an
+``error`` event ``busy`` for a page, and close code 1013), rather than degrading every call
+on the machine. Each websocket's request is checked before its handshake (tokens, Twilio's
+signature, the page's origin: ``web/access.py``), and each connection's messages are
+rate-limited (``web/rate_limit.py``).
 """
 
 from __future__ import annotations
 
 import asyncio
-import contextlib
-import json
 import logging
 import signal
-import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from types import TracebackType
-from typing import Any, Protocol
 from urllib.parse import urlsplit
 
 from websockets.asyncio.server import Server, ServerConnection, serve
-from websockets.exceptions import ConnectionClosed
 from websockets.http11 import Request, Response
 
 from pipeline.agent import Agent
 from pipeline.config import CadenceConfig
 from pipeline.config.schema import audiosocket_address
 from pipeline.events import EventHandler
-from pipeline.session import VoiceSession
 from web.access import AccessPolicy, Secrets, without_credentials
-from web.call import CLOSE_TIMEOUT_S, BrowserCall, error_event
-from web.metrics import ErrorKind, ServerMetrics
-from web.rate_limit import MessageRate
+from web.metrics import ServerMetrics
 from web.routes import Routes
-from web.signaling import MAX_MESSAGE_BYTES, CloseCode
+from web.signaling import MAX_MESSAGE_BYTES
+from web.transports import twilio, webrtc
+from web.transports.admission import Admission
 from web.transports.audiosocket import AudioSocketListener
-from web.transports.twilio import TwilioCall, TwilioCallError, receive_start, stream_call_id
+from web.transports.call import CLOSE_TIMEOUT_S, Call, CallContext
+from web.transports.entry import WebsocketEntry
 
-logger = logging.getLogger(__name__)
-
-SIGNALING_PATH = "/ws"
-
-
-class Call(Protocol):
-    """One caller connected over any transport, from connection to hang-up."""
-
-    call_id: str
-    session: VoiceSession | None
-    """The call's voice session, once it is open."""
-
-    @property
-    def tasks(self) -> list[asyncio.Task[Any]]:
-        """Every task of the call still running (none once ``run`` has returned)."""
-        ...
-
-    async def run(self) -> None:
-        """Serve the caller until the call ends; everything of it is released on return."""
-        ...
+WEBSOCKET_TRANSPORTS: tuple[WebsocketEntry, ...] = (webrtc.ENTRY, twilio.ENTRY)
+"""The websocket transports the server routes to. Should two declare one path, the later
+one has it."""
 
 
 class CadenceServer:
     def __init__(self, config: CadenceConfig, *, on_event: EventHandler | None = None) -> None:
-        """``on_event`` gets every event of every telephony call, with the call's id. Raises
+        """``on_event`` gets every event of every call, with the call's id. Raises
         ``AccessConfigError`` if a secret the configuration names is not in the environment."""
         self.config = config
-        self._on_event = on_event
         self.agent = Agent(config)
         self.metrics = ServerMetrics()
-        self.calls: dict[str, Call] = {}
-        """The calls in progress, by id."""
+        self.admission = Admission(CallContext(self.agent, self.metrics, on_event))
+        self._websockets = {entry.path(config): entry for entry in WEBSOCKET_TRANSPORTS}
         self._routes = Routes(
-            signaling_path=SIGNALING_PATH,
-            twilio_path=config.telephony.twilio_path,
+            websockets={path: entry.check for path, entry in self._websockets.items()},
+            http={
+                route_path: route
+                for path, entry in self._websockets.items()
+                for route_path, route in entry.routes(path).items()
+            },
             access=AccessPolicy(config, Secrets.from_environment(config)),
             metrics=self.metrics,
             health=self._health,
         )
         self._server: Server | None = None
         self._audiosocket: AudioSocketListener | None = None
+
+    @property
+    def calls(self) -> Mapping[str, Call]:
+        """The calls in progress, by id."""
+        return self.admission.calls
 
     async def start(self) -> None:
         """Load the models, then open the port (and the AudioSocket one, if configured)."""
@@ -106,7 +95,7 @@ class CadenceServer:
         )
         if (audiosocket := self.config.telephony.audiosocket) is not None:
             host, port = audiosocket_address(audiosocket)
-            self._audiosocket = AudioSocketListener(self, host, port, on_event=self._on_event)
+            self._audiosocket = AudioSocketListener(self.admission, host, port)
             try:
                 await self._audiosocket.start()
             except OSError:
@@ -163,90 +152,11 @@ class CadenceServer:
         peer = connection.remote_address
         return self._routes.respond(request, peer=f"{peer[0]}:{peer[1]}" if peer else "?")
 
-    @property
-    def full(self) -> bool:
-        """Whether a newcomer must be refused: ``server.max_sessions`` calls are running."""
-        return len(self.calls) >= self.config.server.max_sessions
-
-    async def run_call(self, call: Call) -> None:
-        """Run ``call`` to its end, counted among the calls in progress while it runs. Every
-        transport's calls go through here, so the session limit covers them all."""
-        self.calls[call.call_id] = call
-        self.metrics.sessions.set(len(self.calls))
-        logger.info(
-            "%s: connected (%d of %d sessions)",
-            call.call_id,
-            len(self.calls),
-            self.config.server.max_sessions,
-        )
-        try:
-            await call.run()
-        finally:
-            del self.calls[call.call_id]
-            self.metrics.sessions.set(len(self.calls))
-            logger.info("%s: ended", call.call_id)
-
     async def _handle(self, websocket: ServerConnection) -> None:
         assert websocket.request is not None  # set once the handshake is done
-        if urlsplit(websocket.request.path).path == self.config.telephony.twilio_path:
-            await self._handle_twilio(websocket)
-            return
-        if self.full:
-            await self._refuse(websocket, self.config.server.max_sessions)
-            return
-        call_id = f"web-{uuid.uuid4().hex[:8]}"
-        await self.run_call(
-            BrowserCall(
-                websocket,
-                self.agent,
-                call_id=call_id,
-                metrics=self.metrics,
-                on_event=self._on_event,
-            )
-        )
-
-    async def _handle_twilio(self, websocket: ServerConnection) -> None:
-        name = f"twilio@{websocket.remote_address}"
-        rate = MessageRate(self.config.telephony.twilio_max_messages_per_s)
-        try:
-            if self.full:
-                raise TwilioCallError(CloseCode.TRY_AGAIN_LATER, "busy")
-            start = await receive_start(websocket, name, self.metrics, rate)
-            if start is None:
-                return
-            if self.full:  # the calls admitted meanwhile took the last place
-                raise TwilioCallError(CloseCode.TRY_AGAIN_LATER, "busy")
-            if stream_call_id(start) in self.calls:
-                raise TwilioCallError(
-                    CloseCode.POLICY_VIOLATION, "that stream is connected already"
-                )
-        except TwilioCallError as exc:
-            kind = ErrorKind.REFUSED if exc.reason == "busy" else ErrorKind.TELEPHONY
-            self.metrics.errors.labels(kind.value).inc()
-            logger.warning("%s: closing the stream: %s", name, exc.reason)
-            with contextlib.suppress(ConnectionClosed):
-                await websocket.close(exc.code, exc.reason)
-            return
-        except ConnectionClosed:
-            return
-        await self.run_call(
-            TwilioCall(
-                websocket,
-                self.agent,
-                start,
-                rate=rate,
-                metrics=self.metrics,
-                on_event=self._on_event,
-            )
-        )
-
-    async def _refuse(self, websocket: ServerConnection, limit: int) -> None:
-        self.metrics.errors.labels(ErrorKind.REFUSED.value).inc()
-        calls = f"{limit} call{'' if limit == 1 else 's'}"
-        message = f"The server is full ({calls} at once); please try again later."
-        with contextlib.suppress(ConnectionClosed):
-            await websocket.send(json.dumps(error_event("busy", message)))
-            await websocket.close(CloseCode.TRY_AGAIN_LATER, "busy")
+        # Only a declared path gets through `Routes` to a handshake.
+        entry = self._websockets[urlsplit(websocket.request.path).path]
+        await entry.accept(websocket, self.admission)
 
 
 async def serve_until_stopped(config: CadenceConfig, on_ready: Callable[[str], None]) -> None:

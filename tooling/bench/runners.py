@@ -47,8 +47,9 @@ from tooling.emulators.twilio import TwilioEmulator
 from voice.audio.speech_bounds import speech_bounds_ms
 from voice.audio.wavfile import read_audio
 from web.serializers.twilio import SAMPLE_RATE as TELEPHONE_RATE
-from web.server import SIGNALING_PATH, CadenceServer
+from web.server import CadenceServer
 from web.signaling import CloseCode
+from web.transports.webrtc import SIGNALING_PATH
 
 POLL_MS = 100.0
 SPEECH_RATE = 16000

@@ -2,11 +2,12 @@
 
 Decodes the same short clips one after another and as one batch (encoder alone, then
 encoder + greedy decode), with the embedded tiny.en model, and prints wall times.
-Run: python -m tooling.bench.stt_batching
+Run from the repository root: python -m tooling.bench.stt_batching [MANIFEST]
 """
 
 from __future__ import annotations
 
+import sys
 import time
 from pathlib import Path
 
@@ -20,12 +21,13 @@ from voice.audio import pcm16_to_float
 from voice.audio.wavfile import read_audio
 
 CLIPS = ["sb_spk1_snt1", "sb_spk1_snt2", "sb_spk1_snt3", "sb_spk1_snt4"]
-MANIFEST = Path(__file__).parents[1] / "tests" / "data" / "speech" / "manifest.jsonl"
+MANIFEST = Path("tests/data/speech/manifest.jsonl")
+"""The test clips (relative to the repository root), unless another manifest is named."""
 
 
-def main() -> None:
+def main(manifest: Path) -> None:
     model = load_stt(STTConfig())._model  # the shared faster-whisper model
-    clips = {c.id: c for c in read_manifest(MANIFEST)}
+    clips = {c.id: c for c in read_manifest(manifest)}
     features = []
     for clip_id in CLIPS:
         audio = pcm16_to_float(read_audio(clips[clip_id].path, 16000))
@@ -52,4 +54,4 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    main(Path(sys.argv[1]) if len(sys.argv) > 1 else MANIFEST)

@@ -3,7 +3,7 @@ server — the caller of the telephony tests and of ``cadence bench --transport 
 
 It does what Twilio does on a call: sends ``connected`` and ``start``, then the caller's
 audio as μ-law ``media`` in 20 ms chunks at the pace of speech (silence included: a phone
-line is never quiet by absence), and ``dtmf`` for key presses. The reply's ``media`` is
+line is never quiet by absence), and ``stop`` on hanging up. The reply's ``media`` is
 buffered and played out in real time; a ``mark`` is echoed once the audio before it has
 played, and a ``clear`` drops the buffered audio and echoes the marks still pending — which
 is what makes barge-in truncation testable without a phone.
@@ -21,6 +21,7 @@ import uuid
 from collections import deque
 from dataclasses import dataclass, field
 from types import TracebackType
+from typing import Self
 
 import numpy as np
 from websockets.asyncio.client import ClientConnection, connect
@@ -28,12 +29,10 @@ from websockets.exceptions import ConnectionClosed
 
 from voice.audio import PCM16, resample, ulaw_decode, ulaw_encode
 from web.serializers.twilio import (
-    DTMF,
     SAMPLE_RATE,
     TELEPHONE_FORMAT,
     ClearMessage,
     ConnectedMessage,
-    DTMFMessage,
     Mark,
     MarkMessage,
     Media,
@@ -112,7 +111,7 @@ class TwilioEmulator:
 
     # --- the call --------------------------------------------------------------------------
 
-    async def __aenter__(self) -> TwilioEmulator:
+    async def __aenter__(self) -> Self:
         self._ws = await connect(self.url, additional_headers=self.headers)
         await self._send(ConnectedMessage())
         start = StreamStart(
@@ -159,16 +158,6 @@ class TwilioEmulator:
     async def pause(self, ms: float) -> None:
         await self.say(np.zeros(round(SAMPLE_RATE * ms / 1000), np.int16), SAMPLE_RATE)
 
-    async def press(self, digit: str) -> None:
-        await self._send(
-            DTMFMessage(stream_sid=self.stream_sid, dtmf=DTMF(digit=digit, track="inbound_track"))
-        )
-
-    async def send_raw(self, text: str | bytes) -> None:
-        """Anything at all, as a misbehaving peer would send it."""
-        assert self._ws is not None
-        await self._ws.send(text)
-
     async def hang_up(self) -> None:
         """Send ``stop`` and close, as Twilio does when the caller hangs up."""
         if self._ws is not None:
@@ -178,26 +167,7 @@ class TwilioEmulator:
             except ConnectionClosed:
                 pass
             self._record_close()
-        for task in self._tasks:
-            task.cancel()
-        await asyncio.gather(*self._tasks, return_exceptions=True)
-        self._tasks.clear()
-
-    async def vanish(self) -> None:
-        """Drop the connection without a ``stop`` or a close frame: a network gone, a crashed
-        media server."""
-        if self._ws is not None:
-            self._ws.transport.abort()
-        for task in self._tasks:
-            task.cancel()
-        await asyncio.gather(*self._tasks, return_exceptions=True)
-        self._tasks.clear()
-
-    async def closed(self) -> None:
-        """Wait until the server closes the stream."""
-        assert self._ws is not None
-        await self._ws.wait_closed()
-        self._record_close()
+        await self._stop()
 
     # --- what was heard --------------------------------------------------------------------
 
@@ -210,6 +180,13 @@ class TwilioEmulator:
         return self.played[0].at_ms if self.played else None
 
     # --- inside -----------------------------------------------------------------------------
+
+    async def _stop(self) -> None:
+        """Stop receiving and playing; the connection is closed or dropped already."""
+        for task in self._tasks:
+            task.cancel()
+        await asyncio.gather(*self._tasks, return_exceptions=True)
+        self._tasks.clear()
 
     async def _send(self, message: TwilioMessage) -> None:
         assert self._ws is not None

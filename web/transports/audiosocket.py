@@ -2,8 +2,8 @@
 
 ``AudioSocketListener`` accepts Asterisk's connections on ``telephony.audiosocket``. The first
 frame of each names the call (its UUID, which the dialplan chose), so the listener reads it
-before the server admits the call — ``server.calls`` is keyed by that name. An
-``AudioSocketCall`` then serves the connection to its end:
+before the call is admitted — the calls in progress are keyed by that name
+(``admission.py``). An ``AudioSocketCall`` then serves the connection to its end:
 
 * audio frames — 8 kHz signed linear caller audio, fed to the session;
 * DTMF frames — a key press, handed to the session (a ``DTMFEvent`` comes out of it);
@@ -23,16 +23,11 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
 
-from pipeline.agent import Agent
-from pipeline.events import EventHandler, SessionEvent
 from pipeline.frames import AudioOutFrame
 from pipeline.pipeline import PipelineClosedError
 from pipeline.session import VoiceSession
 from web.access import peer_allowed
-from web.call_session import CallSession
-from web.call_tasks import CallTasks
 from web.metrics import ErrorKind, ServerMetrics
 from web.rate_limit import MessageRate
 from web.serializers.audiosocket import (
@@ -47,18 +42,13 @@ from web.serializers.audiosocket import (
     encode_frame,
     read_frame,
 )
-
-if TYPE_CHECKING:
-    from web.server import CadenceServer
+from web.transports.admission import Admission
+from web.transports.call import CLOSE_TIMEOUT_S, Call, CallContext
 
 logger = logging.getLogger(__name__)
 
 UUID_TIMEOUT_S = 5.0
 """Asterisk sends the UUID as soon as it is connected; a peer that does not is not Asterisk."""
-
-CLOSE_TIMEOUT_S = 2.0
-"""How long the last frames may take to reach an Asterisk that still reads, before the
-connection is dropped."""
 
 DRAIN_TIMEOUT_S = 2.0
 """A peer that has taken no reply audio for this long has stopped reading; its call ends."""
@@ -104,64 +94,38 @@ class AudioSocketAudioOutput:
         """Nothing to drop: see the class docstring."""
 
 
-class AudioSocketCall:
+class AudioSocketCall(Call):
     """One Asterisk call, from its UUID frame to the hang-up."""
 
     def __init__(
         self,
         reader: asyncio.StreamReader,
         writer: asyncio.StreamWriter,
-        agent: Agent,
+        context: CallContext,
         *,
         call_id: str,
-        metrics: ServerMetrics,
-        on_event: EventHandler | None = None,
     ) -> None:
-        self.call_id = call_id
-        self.session: VoiceSession | None = None
+        super().__init__(context, call_id=call_id)
         self._reader = reader
         self._writer = writer
-        self._agent = agent
-        self._metrics = metrics
-        self._on_event = on_event
         self._output = AudioSocketAudioOutput(writer, on_stalled=self._stalled)
         self._ended = asyncio.Event()
         self._hang_up = False
         """Whether to send Asterisk a hang-up on the way out (we end the call, not the caller)."""
-        self._tasks = CallTasks(call_id)
         self._receiver: asyncio.Task[None] | None = None
-        self._call_session: CallSession | None = None
-
-    @property
-    def tasks(self) -> list[asyncio.Task[Any]]:
-        """Every task of this call still running: its own and the session's."""
-        return self._tasks.running
-
-    async def run(self) -> None:
-        """Serve the call until it ends; everything of it is released on return."""
-        try:
-            self.session = await self._agent.open_session(
-                session_id=self.call_id,
-                output_sample_rate=SAMPLE_RATE,
-                output=self._output,
-                trace_sinks=[self._metrics],
-            )
-            self._receiver = self._tasks.spawn(self._receive(self.session), "receive")
-            self._call_session = CallSession(
-                self.session, self._tasks, on_event=self._hand_on, on_failure=self._session_failed
-            )
-            await self._ended.wait()
-        except Exception:
-            logger.exception("%s: the call failed", self.call_id)
-            self._end("internal error", kind=ErrorKind.INTERNAL, hang_up=True)
-        finally:
-            await self._release()
 
     def hang_up(self, reason: str) -> None:
         """End the call from this side (the server is closing): Asterisk gets a hang-up."""
         self._end(reason, hang_up=True)
 
     # --- while the call runs ------------------------------------------------------------------
+
+    async def _serve(self) -> None:
+        # The frames are read by a task of their own, so that whatever ends the call — the
+        # caller, a stalled write, a failed session, the server closing — ends it alike.
+        session = await self._open_session(self._output, SAMPLE_RATE)
+        self._receiver = self._tasks.spawn(self._receive(session), "receive")
+        await self._ended.wait()
 
     async def _receive(self, session: VoiceSession) -> None:
         rate = MessageRate(self._agent.config.telephony.audiosocket_max_frames_per_s)
@@ -191,17 +155,16 @@ class AudioSocketCall:
         except ConnectionError as exc:
             self._end(f"the connection was lost ({exc!r})")
         except PipelineClosedError:
-            pass  # the session failed; _session_failed is ending the call
+            pass  # the session failed; _fail is ending the call
         except Exception:
-            logger.exception("%s: reading the call failed", self.call_id)
-            self._end("internal error", kind=ErrorKind.INTERNAL, hang_up=True)
+            self._log.exception("%s: reading the call failed", self.call_id)
+            self._fail(ErrorKind.INTERNAL)
 
-    def _hand_on(self, event: SessionEvent) -> None:
-        if self._on_event is not None:
-            self._on_event(self.call_id, event)
-
-    def _session_failed(self) -> None:
-        self._end("the voice session failed", kind=ErrorKind.SESSION_FAILED, hang_up=True)
+    def _fail(self, kind: ErrorKind) -> None:
+        failed = (
+            "the voice session failed" if kind is ErrorKind.SESSION_FAILED else "internal error"
+        )
+        self._end(failed, kind=kind, hang_up=True)
 
     def _stalled(self) -> None:
         self._writer.transport.abort()  # what it holds would never be read: drop it now
@@ -219,18 +182,12 @@ class AudioSocketCall:
 
     # --- the end ------------------------------------------------------------------------------
 
-    async def _release(self) -> None:
-        # The caller's audio first, so that nothing more reaches the session; then the
-        # session, whose last events (its last trace among them) are still passed on; then
-        # the socket.
+    async def _stop_reading(self) -> None:
         if self._receiver is not None:
             self._receiver.cancel()
-        if self._call_session is not None:
-            await self._call_session.end("call ended")
+
+    async def _close(self) -> None:
         await close_connection(self._writer, hang_up=self._hang_up)
-        await self._tasks.cancel()
-        self._call_session = None
-        self.session = None
 
 
 def report_end(metrics: ServerMetrics, name: str, reason: str, kind: ErrorKind | None) -> None:
@@ -276,29 +233,21 @@ async def close_connection(writer: asyncio.StreamWriter, *, hang_up: bool) -> No
 
 
 class AudioSocketListener:
-    """Accepts Asterisk's connections on one address and hands each call to the server, whose
-    session limit covers them with the calls of every other transport."""
+    """Accepts Asterisk's connections on one address and admits each call through
+    ``admission``, whose session limit covers them with the calls of every other transport."""
 
-    def __init__(
-        self, server: CadenceServer, host: str, port: int, *, on_event: EventHandler | None
-    ) -> None:
-        self._server = server
-        self._host = host
-        self._port = port
-        self._on_event = on_event
+    def __init__(self, admission: Admission, host: str, port: int) -> None:
+        self._admission = admission
+        self._address = (host, port)
+        self.port: int | None = None
+        """The port it listens on once started: the one the system chose, when asked for 0."""
         self._listener: asyncio.Server | None = None
         self._connections: dict[asyncio.Task[None], AudioSocketCall | None] = {}
         """The task serving each connection, and its call once it was admitted."""
 
     async def start(self) -> None:
-        self._listener = await asyncio.start_server(self._accept, self._host, self._port)
-
-    @property
-    def port(self) -> int:
-        if self._listener is None:
-            raise RuntimeError("the AudioSocket listener is not started")
-        port: int = self._listener.sockets[0].getsockname()[1]
-        return port
+        self._listener = await asyncio.start_server(self._accept, *self._address)
+        self.port = self._listener.sockets[0].getsockname()[1]
 
     async def close(self) -> None:
         """Stop accepting, hang up on every call and wait until each has released everything."""
@@ -324,7 +273,7 @@ class AudioSocketListener:
         self._connections[task] = None
         peer = writer.get_extra_info("peername")
         name = f"audiosocket@{peer[0]}:{peer[1]}" if peer else "audiosocket"
-        allow = self._server.config.telephony.audiosocket_allow
+        allow = self._admission.context.agent.config.telephony.audiosocket_allow
         try:
             if peer_allowed(peer[0] if peer else "", allow):
                 await self._admit(reader, writer, name)
@@ -342,7 +291,7 @@ class AudioSocketListener:
     async def _admit(
         self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter, name: str
     ) -> None:
-        server = self._server
+        admission = self._admission
         try:
             call_id = await read_call_id(reader)
         except AudioSocketProtocolError as exc:
@@ -353,23 +302,16 @@ class AudioSocketListener:
             return
         if call_id is None:
             await self._turn_away(writer, name, "the caller hung up before the UUID")
-        elif call_id in server.calls:
+        elif call_id in admission.calls:
             reason = f"protocol error: {call_id} is connected already"
             await self._turn_away(writer, name, reason, ErrorKind.TELEPHONY)
-        elif server.full:
-            reason = f"refused: the server is full ({server.config.server.max_sessions} calls)"
+        elif admission.full:
+            reason = f"refused: the server is full ({admission.limit} calls)"
             await self._turn_away(writer, call_id, reason, ErrorKind.REFUSED)
         else:
-            call = AudioSocketCall(
-                reader,
-                writer,
-                server.agent,
-                call_id=call_id,
-                metrics=server.metrics,
-                on_event=self._on_event,
-            )
+            call = AudioSocketCall(reader, writer, admission.context, call_id=call_id)
             self._connections[_current_task()] = call
-            await server.run_call(call)
+            await admission.run_call(call)
 
     async def _turn_away(
         self,
@@ -379,7 +321,7 @@ class AudioSocketListener:
         kind: ErrorKind | None = None,
     ) -> None:
         """Serve no call on this connection: log why, hang up and close."""
-        report_end(self._server.metrics, name, reason, kind)
+        report_end(self._admission.metrics, name, reason, kind)
         await close_connection(writer, hang_up=True)
 
 

@@ -1,8 +1,10 @@
 """Twilio Media Streams: a phone call bridged over a websocket (bidirectional
 ``<Connect><Stream>``), as one voice session.
 
-``receive_start`` reads the stream's opening (``connected``, then ``start``); the server then
-admits a ``TwilioCall``, named after the stream, which serves it to the ``stop``:
+``accept`` serves each connection to ``telephony.twilio_path``: ``receive_start`` reads the
+stream's opening (``connected``, then ``start``), then a ``TwilioCall`` named after the stream
+is admitted — unless the server is full, or that stream is connected already — and serves it
+to the ``stop``:
 
 * ``media`` — μ-law 8 kHz caller audio, fed to the session;
 * ``dtmf`` — a key press, handed to the session (a ``DTMFEvent`` comes out of it);
@@ -19,32 +21,36 @@ a message that cannot be understood, or that comes out of order, is logged and i
 stream that cannot work (no ``streamSid``, a media format other than μ-law 8 kHz mono) is
 closed with the reason, and so is one that keeps sending garbage, or more messages than its
 rate allows.
+
+Twilio is pointed at the stream by TwiML; ``twiml`` serves it on ``<twilio_path>/twiml``,
+behind Twilio's request signature when its auth token is configured (``web/access.py``).
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import functools
 import logging
 import re
 from collections.abc import Callable
-from typing import Any
+from http import HTTPStatus
+from urllib.parse import parse_qs, urlsplit
+from xml.sax.saxutils import quoteattr
 
 from websockets.asyncio.server import ServerConnection
 from websockets.exceptions import ConnectionClosed
+from websockets.http11 import Request, Response
 
-from pipeline.agent import Agent
-from pipeline.config import UnknownOverlayError
-from pipeline.events import EventHandler, SessionEvent
+from pipeline.config import CadenceConfig, UnknownOverlayError
 from pipeline.frames import AudioOutFrame
 from pipeline.pipeline import PipelineClosedError
 from pipeline.playback_ledger import PlaybackLedger
-from pipeline.session import VoiceSession
 from voice.audio import ulaw_decode, ulaw_encode
-from web.call_session import CallSession
-from web.call_tasks import CallTasks
+from web.access import AccessPolicy, Refusal
 from web.metrics import ErrorKind, ServerMetrics
-from web.outbox import Outbox
 from web.rate_limit import MessageRate
+from web.routes import HTTPRoute, response, text_response
 from web.serializers.twilio import (
     SAMPLE_RATE,
     ClearMessage,
@@ -62,14 +68,14 @@ from web.serializers.twilio import (
 )
 from web.serializers.twilio import Mark as MarkBody
 from web.signaling import CloseCode
+from web.transports.admission import Admission
+from web.transports.call import CallContext, WebsocketCall
+from web.transports.entry import WebsocketEntry
 
 logger = logging.getLogger(__name__)
 
 START_TIMEOUT_S = 10.0
 """Twilio sends ``start`` right after connecting; a peer that does not is not Twilio."""
-
-CLOSE_TIMEOUT_S = 2.0
-"""How long the last messages and the close may take to reach a Twilio that still listens."""
 
 MAX_BAD_MESSAGES = 50
 """Bad messages a stream may send before it is closed: a glitch is forgiven, a flood is not."""
@@ -220,84 +226,55 @@ class TwilioAudioOutput:
         self._post(MarkMessage(stream_sid=self._sid, mark=MarkBody(name=name)))
 
 
-class TwilioCall:
+class TwilioCall(WebsocketCall):
     """One Media Stream from its ``start`` to its ``stop`` (or a dropped connection)."""
+
+    end_reason = "stream ended"
+    peer_left = "Twilio hung up without a stop"
 
     def __init__(
         self,
         websocket: ServerConnection,
-        agent: Agent,
+        context: CallContext,
         start: StartMessage,
         *,
         rate: MessageRate,
-        metrics: ServerMetrics,
-        on_event: EventHandler | None = None,
     ) -> None:
         """``rate``: the limit of the stream's messages, which ``receive_start`` began to count."""
+        call_id = stream_call_id(start)
+        super().__init__(websocket, context, call_id=call_id, max_queued=MAX_QUEUED_MESSAGES)
         self.stream_sid = start.sid or ""
-        self.call_id = stream_call_id(start)
-        self.session: VoiceSession | None = None
-        self._ws = websocket
-        self._agent = agent
         self._start = start
         self._rate = rate
-        self._metrics = metrics
-        self._on_event = on_event
-        self._outbox = Outbox(websocket, limit=MAX_QUEUED_MESSAGES)
         self._output = TwilioAudioOutput(self.stream_sid, self._post)
-        self._bad = _BadMessages(self.call_id, metrics)
-        self._tasks = CallTasks(self.call_id)
-        self._call_session: CallSession | None = None
+        self._bad = _BadMessages(call_id, context.metrics)
 
-    @property
-    def tasks(self) -> list[asyncio.Task[Any]]:
-        """Every task of this call still running: its own and the session's."""
-        return self._tasks.running
-
-    async def run(self) -> None:
-        writer = self._tasks.spawn(self._outbox.run(), "writer")
+    async def _converse(self) -> None:
         try:
             await self._open()
-            await self._serve()
-            logger.info("%s: stream stopped", self.call_id)
+            await self._read_stream()
+            self._log.info("%s: stream stopped", self.call_id)
         except TwilioCallError as exc:
-            logger.warning("%s: closing the stream: %s", self.call_id, exc.reason)
-            self._metrics.errors.labels(ErrorKind.TELEPHONY.value).inc()
+            self._log.warning("%s: closing the stream: %s", self.call_id, exc.reason)
+            self._count(ErrorKind.TELEPHONY)
             self._outbox.close(exc.code, exc.reason)
-        except ConnectionClosed:
-            logger.info("%s: Twilio hung up without a stop", self.call_id)
-        except Exception:
-            logger.exception("%s: the call failed", self.call_id)
-            self._metrics.errors.labels(ErrorKind.INTERNAL.value).inc()
-            self._outbox.close(CloseCode.INTERNAL_ERROR, "internal server error")
-        finally:
-            await self._release(writer)
 
     async def _open(self) -> None:
         start = self._start.start
         overlay = start.custom_parameters.get("overlay")
-        logger.info(
+        self._log.info(
             "%s: call %s, parameters %s", self.call_id, start.call_sid, start.custom_parameters
         )
         if overlay is not None and overlay not in self._agent.config.overlays:
-            logger.warning(
+            self._log.warning(
                 "%s: %s; the call goes on with the base configuration",
                 self.call_id,
                 UnknownOverlayError(f"no overlay named {overlay!r}"),
             )
             overlay = None
-        self.session = await self._agent.open_session(
-            session_id=self.call_id,
-            output_sample_rate=SAMPLE_RATE,
-            output=self._output,
-            overlay=overlay,
-            trace_sinks=[self._metrics],
-        )
-        self._call_session = CallSession(
-            self.session, self._tasks, on_event=self._hand_on, on_failure=self._session_failed
-        )
+        await self._open_session(self._output, SAMPLE_RATE, overlay=overlay)
 
-    async def _serve(self) -> None:
+    async def _read_stream(self) -> None:
         async for raw in self._ws:
             _within(self._rate)
             try:
@@ -331,29 +308,98 @@ class TwilioCall:
                     except ValueError as exc:
                         raise TwilioMessageError(str(exc)) from None
                 case MarkMessage() if not self._output.echoed(message.mark.name):
-                    logger.debug("%s: mark %r was flushed", self.call_id, message.mark.name)
+                    self._log.debug("%s: mark %r was flushed", self.call_id, message.mark.name)
         except PipelineClosedError:
-            pass  # the session failed; _session_failed is ending the call
+            pass  # the session failed; _fail is ending the call
 
     def _post(self, message: TwilioMessage) -> None:
         if not self._outbox.post(encode(message)) and not self._outbox.closing:
-            self._metrics.errors.labels(ErrorKind.TELEPHONY.value).inc()
-            logger.warning("%s: Twilio is not reading; ending the call", self.call_id)
+            self._count(ErrorKind.TELEPHONY)
+            self._log.warning("%s: Twilio is not reading; ending the call", self.call_id)
             self._outbox.close(CloseCode.POLICY_VIOLATION, "not reading")
 
-    def _hand_on(self, event: SessionEvent) -> None:
-        if self._on_event is not None:
-            self._on_event(self.call_id, event)
+    async def _stop_reading(self) -> None:
+        """Nothing to stop: ``_converse`` read the stream, and it has returned."""
 
-    def _session_failed(self) -> None:
-        self._metrics.errors.labels(ErrorKind.SESSION_FAILED.value).inc()
-        self._outbox.close(CloseCode.INTERNAL_ERROR, "session failed")
+    def _fail(self, kind: ErrorKind) -> None:
+        self._count(kind)
+        reason = "session failed" if kind is ErrorKind.SESSION_FAILED else "internal server error"
+        self._outbox.close(CloseCode.INTERNAL_ERROR, reason)
 
-    async def _release(self, writer: asyncio.Task[None]) -> None:
-        if self._call_session is not None:
-            await self._call_session.end("stream ended")
-        self._outbox.close(CloseCode.NORMAL, "stream ended")
-        await asyncio.wait([writer], timeout=CLOSE_TIMEOUT_S)
-        await self._tasks.cancel()
-        self._call_session = None
-        self.session = None
+
+# --- admission --------------------------------------------------------------------------------
+
+
+async def accept(websocket: ServerConnection, admission: Admission) -> None:
+    """Serve one connection to the Media Stream path: read its opening, then admit its call
+    and run it to its end — or close it with the reason: the server is full (1013 ``busy``,
+    checked before and after the opening, as calls may be admitted meanwhile), that stream is
+    connected already, or the opening itself was bad (``receive_start``)."""
+    name = f"twilio@{websocket.remote_address}"
+    rate = MessageRate(admission.context.agent.config.telephony.twilio_max_messages_per_s)
+    try:
+        if admission.full:
+            raise TwilioCallError(CloseCode.TRY_AGAIN_LATER, "busy")
+        start = await receive_start(websocket, name, admission.metrics, rate)
+        if start is None:
+            return
+        if admission.full:  # the calls admitted meanwhile took the last place
+            raise TwilioCallError(CloseCode.TRY_AGAIN_LATER, "busy")
+        if stream_call_id(start) in admission.calls:
+            raise TwilioCallError(CloseCode.POLICY_VIOLATION, "that stream is connected already")
+    except TwilioCallError as exc:
+        kind = ErrorKind.REFUSED if exc.reason == "busy" else ErrorKind.TELEPHONY
+        admission.metrics.errors.labels(kind.value).inc()
+        logger.warning("%s: closing the stream: %s", name, exc.reason)
+        with contextlib.suppress(ConnectionClosed):
+            await websocket.close(exc.code, exc.reason)
+        return
+    except ConnectionClosed:
+        return
+    await admission.run_call(TwilioCall(websocket, admission.context, start, rate=rate))
+
+
+# --- what the server routes -------------------------------------------------------------------
+
+
+def twiml(access: AccessPolicy, request: Request, *, stream_path: str) -> Response:
+    """The TwiML that connects a call to this server's Media Stream (docs/security.md);
+    an ``overlay`` query parameter becomes the stream's parameter of that name."""
+    base = access.public_url(request, scheme="wss")
+    if base is None:
+        return text_response(HTTPStatus.BAD_REQUEST, "no Host to point the stream at")
+    overlay = parse_qs(urlsplit(request.path).query).get("overlay", [])[:1]
+    parameters = "".join(
+        f'<Parameter name="overlay" value={quoteattr(name)}/>'
+        for name in overlay
+        if name.isprintable()  # nothing XML cannot carry
+    )
+    url = quoteattr(base + stream_path)
+    document = (
+        '<?xml version="1.0" encoding="UTF-8"?>\n'
+        f"<Response><Connect><Stream url={url}>{parameters}</Stream></Connect></Response>\n"
+    )
+    return response(HTTPStatus.OK, document.encode(), "text/xml; charset=utf-8")
+
+
+def _stream_path(config: CadenceConfig) -> str:
+    return config.telephony.twilio_path
+
+
+def _check(access: AccessPolicy, request: Request) -> Refusal | None:
+    """Twilio's request signature when its auth token is configured (or the server's token),
+    else the server's token, if one is configured; and no page of another origin."""
+    return access.websocket(request, twilio=True)
+
+
+def _routes(stream_path: str) -> dict[str, HTTPRoute]:
+    """The TwiML webhook, beside the stream: only Twilio's signed requests fetch it when its
+    auth token is configured (Twilio cannot send our token)."""
+    respond = functools.partial(twiml, stream_path=stream_path)
+    return {
+        f"{stream_path.rstrip('/')}/twiml": HTTPRoute(check=AccessPolicy.twiml, respond=respond)
+    }
+
+
+ENTRY = WebsocketEntry(path=_stream_path, check=_check, accept=accept, routes=_routes)
+"""The Media Stream websocket and its TwiML webhook, as the server routes them."""

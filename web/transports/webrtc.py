@@ -1,37 +1,88 @@
-"""``WebRTCTransport``: one visitor's peer connection — their microphone in, the agent's voice
-out.
+"""The browser demo over WebRTC: one visitor of the page, from the signaling websocket's
+opening (``/ws``) to its close, as one voice session.
 
-The browser offers one audio stream (send and receive); the answer attaches a
+``accept`` admits each visitor as a ``WebRTCCall`` (or, past the session limit, sends a
+``busy`` error instead of ``hello``). The call speaks the page's signaling protocol
+(``web/signaling.py``): ``hello``, the browser's ``offer``, our ``answer``; then events for
+the page until a ``hangup`` or the socket closes. Its media is a ``WebRTCPeer``: the
+browser offers one audio stream (send and receive); the answer attaches a
 :class:`PacedAudioTrack` to it. Every frame the browser sends is decoded by aiortc (Opus,
-48 kHz, usually stereo), mixed down to mono 16-bit and handed to ``on_audio`` as it is; the
-voice session resamples. No STUN or TURN server is configured: the demo serves visitors that
-can reach this machine's own addresses.
+48 kHz, usually stereo), mixed down to mono 16-bit and fed to the session as it is; the
+session resamples. No STUN or TURN server is configured: the demo serves visitors that can
+reach this machine's own addresses.
+
+Events for the page are queued and written by one task (``WebsocketCall``), so that the
+pipeline never waits on a slow browser and the events reach the page in the order they
+happened.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import json
 import logging
+import uuid
 from collections.abc import Awaitable, Callable
+from typing import Any
 
 import numpy as np
 from aiortc import RTCConfiguration, RTCPeerConnection, RTCSessionDescription
 from aiortc.mediastreams import MediaStreamError, MediaStreamTrack
 from av import AudioFrame
+from websockets.asyncio.server import ServerConnection
+from websockets.exceptions import ConnectionClosed
+from websockets.http11 import Request
 
+from pipeline.config import CadenceConfig
+from pipeline.events import SessionEvent
+from pipeline.pipeline import PipelineClosedError
+from pipeline.tracing import STAGE_LATENCIES
 from voice.audio import PCM16
+from web.access import AccessPolicy, Refusal
+from web.metrics import ErrorKind, ServerMetrics
+from web.page_events import Event, page_event
+from web.rate_limit import MessageRate
+from web.signaling import (
+    ClientMessage,
+    CloseCode,
+    Hangup,
+    Offer,
+    SignalingError,
+    parse_client_message,
+)
+from web.transports.admission import Admission
 from web.transports.audio_track import PacedAudioTrack
+from web.transports.call import CallContext, WebsocketCall
+from web.transports.entry import WebsocketEntry
 
 logger = logging.getLogger(__name__)
 
+SIGNALING_PATH = "/ws"
+
 OUTPUT_SAMPLE_RATE = 48000
 """The rate of the agent's voice on the track: Opus's own, so aiortc never resamples it."""
+
+OFFER_TIMEOUT_S = 30.0
+"""A visitor who connects and sends no offer gives their place back after this long."""
+
+MAX_QUEUED_EVENTS = 1000
+"""Events waiting for a page that does not read them; past this, new ones are dropped."""
 
 AudioHandler = Callable[[PCM16, int], Awaitable[None]]
 """Receives each chunk of the caller's audio: mono PCM16 and its sample rate."""
 
 
-class WebRTCTransport:
+def error_event(code: str, message: str) -> Event:
+    return {"type": "error", "code": code, "message": message}
+
+
+# --- the peer connection ----------------------------------------------------------------------
+
+
+class WebRTCPeer:
+    """One visitor's peer connection — their microphone in, the agent's voice out."""
+
     def __init__(self, *, name: str, on_audio: AudioHandler, on_lost: Callable[[], None]) -> None:
         self.name = name
         self.pc = RTCPeerConnection(RTCConfiguration(iceServers=[]))
@@ -45,7 +96,7 @@ class WebRTCTransport:
 
     @property
     def tasks(self) -> list[asyncio.Task[None]]:
-        """The task this transport runs (the inbound audio pump), while it runs."""
+        """The task this peer runs (the inbound audio pump), while it runs."""
         return [t for t in (self._inbound,) if t is not None and not t.done()]
 
     async def answer(self, offer_sdp: str) -> str:
@@ -99,3 +150,162 @@ def mono_pcm16(frame: AudioFrame) -> PCM16:
         return np.ascontiguousarray(per_channel[0])
     mono: PCM16 = per_channel.mean(axis=0).astype(np.int16)
     return mono
+
+
+# --- the call ---------------------------------------------------------------------------------
+
+
+class WebRTCCall(WebsocketCall):
+    """One visitor of the page: the signaling, the peer connection and the voice session."""
+
+    peer_left = "the visitor left"
+
+    def __init__(self, websocket: ServerConnection, context: CallContext, *, call_id: str) -> None:
+        """``context.on_event`` gets each event of the call's session, as the page does."""
+        super().__init__(websocket, context, call_id=call_id, max_queued=MAX_QUEUED_EVENTS)
+        self._rate = MessageRate(context.agent.config.server.max_messages_per_s)
+        self.peer: WebRTCPeer | None = None
+
+    @property
+    def tasks(self) -> list[asyncio.Task[Any]]:
+        """Every task of this call still running: its own, the peer's, the session's."""
+        owned = super().tasks
+        if self.peer is not None:
+            owned += self.peer.tasks
+        return owned
+
+    # --- signaling ----------------------------------------------------------------------------
+
+    async def _converse(self) -> None:
+        self._post(
+            {
+                "type": "hello",
+                "session_id": self.call_id,
+                "budget": self._agent.config.budget.model_dump(),
+                "stages": [latency.name for latency in STAGE_LATENCIES],
+            }
+        )
+        try:
+            await self._signal()
+        except SignalingError as exc:
+            self._log.info("%s: %s: %s", self.call_id, exc.code, exc.message)
+            self._count(ErrorKind.SIGNALING)
+            self._end_page(exc.code, exc.message, exc.close_code)
+
+    async def _signal(self) -> None:
+        try:
+            async with asyncio.timeout(OFFER_TIMEOUT_S):
+                first = self._parse(await self._ws.recv())
+        except TimeoutError:
+            raise SignalingError("no_offer", f"no offer within {OFFER_TIMEOUT_S:.0f} s") from None
+        if isinstance(first, Hangup):
+            return
+        await self._connect(first)
+        async for raw in self._ws:
+            match self._parse(raw):
+                case Hangup():
+                    return
+                case Offer():
+                    raise SignalingError(
+                        "duplicate_offer", "this call is connected already (no renegotiation)"
+                    )
+
+    def _parse(self, raw: str | bytes) -> ClientMessage:
+        """``raw`` as a message, counted against the visitor's rate."""
+        if not self._rate.allow():
+            raise SignalingError("rate_limited", f"over {self._rate}")
+        return parse_client_message(raw)
+
+    async def _connect(self, offer: Offer) -> None:
+        peer = WebRTCPeer(name=self.call_id, on_audio=self._feed, on_lost=self._connection_lost)
+        self.peer = peer
+        await self._open_session(peer.output, OUTPUT_SAMPLE_RATE)
+        try:
+            answer = await peer.answer(offer.sdp)
+        except Exception as exc:
+            # aiortc raises whatever its SDP parser trips on (ValueError, KeyError, …).
+            raise SignalingError("bad_offer", f"cannot use the offer: {exc!r}") from exc
+        self._post({"type": "answer", "sdp": answer})
+
+    # --- while the call runs ------------------------------------------------------------------
+
+    async def _feed(self, pcm: PCM16, sample_rate: int) -> None:
+        if self.session is None:
+            return
+        # A failed session refuses audio; _fail is ending the call.
+        with contextlib.suppress(PipelineClosedError):
+            await self.session.feed(pcm, sample_rate)
+
+    def _hand_on(self, event: SessionEvent) -> None:
+        if (page := page_event(event)) is not None:
+            self._post(page)
+        super()._hand_on(event)
+
+    def _connection_lost(self) -> None:
+        self._count(ErrorKind.CONNECTION_LOST)
+        self._end_page("connection_lost", "the WebRTC connection was lost", CloseCode.GOING_AWAY)
+
+    # --- events to the page -------------------------------------------------------------------
+
+    def _post(self, event: Event) -> None:
+        if not self._outbox.post(json.dumps(event)) and not self._outbox.closing:
+            self._log.warning("%s: the page is not reading; dropped an event", self.call_id)
+
+    def _end_page(self, code: str, message: str, close_code: CloseCode) -> None:
+        """Tell the page why the call ends (an ``error`` event), then close the socket."""
+        self._post(error_event(code, message))
+        self._outbox.close(close_code, code)
+
+    def _fail(self, kind: ErrorKind) -> None:
+        self._count(kind)
+        if kind is ErrorKind.SESSION_FAILED:
+            message = "the voice session failed; the server log has the details"
+            self._end_page("session_failed", message, CloseCode.INTERNAL_ERROR)
+        else:
+            self._end_page("internal", "internal server error", CloseCode.INTERNAL_ERROR)
+
+    # --- the end ------------------------------------------------------------------------------
+
+    async def _stop_reading(self) -> None:
+        # The media first, so that nothing more reaches the session while it ends.
+        if self.peer is not None:
+            await self.peer.close()
+
+    async def _release(self) -> None:
+        await super()._release()
+        self.peer = None
+
+
+# --- admission --------------------------------------------------------------------------------
+
+
+async def accept(websocket: ServerConnection, admission: Admission) -> None:
+    """Serve one visitor of the page: a call of their own, run to its end — or, past the
+    session limit, a ``busy`` error in place of ``hello``, and close code 1013."""
+    if admission.full:
+        await _refuse(websocket, admission.limit, admission.metrics)
+        return
+    call = WebRTCCall(websocket, admission.context, call_id=f"web-{uuid.uuid4().hex[:8]}")
+    await admission.run_call(call)
+
+
+async def _refuse(websocket: ServerConnection, limit: int, metrics: ServerMetrics) -> None:
+    metrics.errors.labels(ErrorKind.REFUSED.value).inc()
+    calls = f"{limit} call{'' if limit == 1 else 's'}"
+    message = f"The server is full ({calls} at once); please try again later."
+    with contextlib.suppress(ConnectionClosed):
+        await websocket.send(json.dumps(error_event("busy", message)))
+        await websocket.close(CloseCode.TRY_AGAIN_LATER, "busy")
+
+
+def _signaling_path(config: CadenceConfig) -> str:
+    return SIGNALING_PATH
+
+
+def _check(access: AccessPolicy, request: Request) -> Refusal | None:
+    """The server's token, if one is configured, and pages of an allowed origin only."""
+    return access.websocket(request, twilio=False)
+
+
+ENTRY = WebsocketEntry(path=_signaling_path, check=_check, accept=accept)
+"""The signaling websocket, as the server routes it."""
