@@ -8,10 +8,15 @@ from pathlib import Path
 
 import numpy as np
 
-from pipeline.agent import Agent
-from pipeline.events import AgentTextEvent, ReplyAudioEvent, ReplyPlayedEvent, TranscriptEvent
-from pipeline.session import VoiceSession
-from voice.audio.wavfile import read_audio, write_wav
+from cadence.pipeline.agent import Agent
+from cadence.pipeline.events import (
+    AgentTextEvent,
+    ReplyAudioEvent,
+    ReplyPlayedEvent,
+    TranscriptEvent,
+)
+from cadence.pipeline.session import VoiceSession
+from cadence.voice.audio.wavfile import read_audio, write_wav
 
 
 async def caller(session: VoiceSession, recording: Path) -> None:

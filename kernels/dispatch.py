@@ -18,8 +18,8 @@ from typing import Literal
 
 import torch
 
-from kernels.commit_reference import CommitDecision, commit_reference
-from kernels.reference import attention_reference, block_attention_reference
+from cadence.kernels.commit_reference import CommitDecision, commit_reference
+from cadence.kernels.reference import attention_reference, block_attention_reference
 
 Backend = Literal["reference", "triton"]
 
@@ -31,7 +31,7 @@ class CachedBlock:
     """The visibility of a decode step on a padded cache, given to :func:`attention` in place
     of a dense mask: the queries are the current block; the keys are cache slots, of which
     the first ``cache_lengths[b]`` are valid, followed by the block itself (see
-    :func:`kernels.reference.block_attention_reference`). Its shapes do not depend on the
+    :func:`cadence.kernels.reference.block_attention_reference`). Its shapes do not depend on the
     cache length, which is what lets a CUDA graph replay the step as the cache grows."""
 
     cache_lengths: torch.Tensor
@@ -63,7 +63,7 @@ def attention(
     q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, allowed: torch.Tensor | CachedBlock | None
 ) -> torch.Tensor:
     """Attention of ``q`` over ``k``/``v``. A dense boolean ``allowed`` mask (or ``None``)
-    takes SDPA on every device (see :func:`kernels.reference.attention_reference` for
+    takes SDPA on every device (see :func:`cadence.kernels.reference.attention_reference` for
     shapes); a :class:`CachedBlock` takes :func:`block_attention`."""
     if isinstance(allowed, CachedBlock):
         return block_attention(q, k, v, allowed.cache_lengths)
@@ -74,9 +74,9 @@ def block_attention(
     q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, cache_lengths: torch.Tensor
 ) -> torch.Tensor:
     """The current block's attention over a padded cache plus itself (contract:
-    :func:`kernels.reference.block_attention_reference`)."""
+    :func:`cadence.kernels.reference.block_attention_reference`)."""
     if backend(q.device) == "triton":
-        from kernels.triton_attention import block_attention_triton
+        from cadence.kernels.triton_attention import block_attention_triton
 
         return block_attention_triton(q, k, v, cache_lengths)
     return block_attention_reference(q, k, v, cache_lengths)
@@ -90,10 +90,10 @@ def commit_decision(
     ends: torch.Tensor,
 ) -> CommitDecision:
     """One denoising step's decision for ``logits`` ``[batch, block, vocab]`` (contract:
-    :func:`kernels.commit_reference.commit_reference`). ``threshold`` may live on the device
+    :func:`cadence.kernels.commit_reference.commit_reference`). ``threshold`` may live on the device
     (a one-element tensor), so that a captured step reads the current τ at every replay."""
     if backend(logits.device) == "triton":
-        from kernels.triton_commit import commit_triton
+        from cadence.kernels.triton_commit import commit_triton
 
         if not isinstance(threshold, torch.Tensor):
             threshold = torch.full((1,), threshold, dtype=torch.float32, device=logits.device)

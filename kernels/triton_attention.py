@@ -1,5 +1,5 @@
 """Triton kernel of block attention (reference:
-:func:`kernels.reference.block_attention_reference`).
+:func:`cadence.kernels.reference.block_attention_reference`).
 
 A decode step's queries are the current block; its keys are the conversation's cache (padded
 to a bucket size so that the shapes stay fixed between steps, hence a per-sequence valid
@@ -134,7 +134,7 @@ def _block_attention_kernel(
 def block_attention_triton(
     q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, cache_lengths: torch.Tensor
 ) -> torch.Tensor:
-    """Same contract as :func:`kernels.reference.block_attention_reference`; the last
+    """Same contract as :func:`cadence.kernels.reference.block_attention_reference`; the last
     dimension of each tensor must be contiguous."""
     batch, heads, block, dim = q.shape
     kv_heads, keys = k.shape[1], k.shape[2]

@@ -1,4 +1,4 @@
-"""Triton kernel of the fused commit step (reference: :mod:`kernels.commit_reference`).
+"""Triton kernel of the fused commit step (reference: :mod:`cadence.kernels.commit_reference`).
 
 One program per sequence does the whole step for its block: an online softmax over the
 vocabulary in chunks (running maximum, rescaled sum, first index of the maximum) gives each
@@ -19,7 +19,7 @@ import torch
 import triton  # type: ignore[import-untyped]  # Triton ships no type information
 import triton.language as tl  # type: ignore[import-untyped]
 
-from kernels.commit_reference import CommitDecision
+from cadence.kernels.commit_reference import CommitDecision
 
 VOCAB_CHUNK = 512
 """Logits read per position and iteration: 8 positions × 512 fp32 stay in registers."""
@@ -105,7 +105,7 @@ def commit_triton(
 ) -> CommitDecision:
     """The commit step for ``logits`` ``[batch, block, vocab]`` and ``masked`` ``[batch,
     block]``; ``threshold`` is a one-element float32 tensor on the same device, ``banned``
-    and ``ends`` int64 ids (see :func:`kernels.commit_reference.commit_reference`)."""
+    and ``ends`` int64 ids (see :func:`cadence.kernels.commit_reference.commit_reference`)."""
     batch, block, vocab = logits.shape
     masked = masked.contiguous()
     commit = torch.empty((batch, block), dtype=torch.bool, device=logits.device)

@@ -11,19 +11,19 @@ The pipeline needs only this::
 and, while the user is still speaking, ``await generator.prefill(history)``.
 """
 
-from llm.backends import create_generator, load_local_generator
-from llm.checkpoint import CheckpointError
-from llm.decoding import ReplyStats
-from llm.dialogue import Turn
-from llm.emission import ReplyPiece
-from llm.generator import (
+from cadence.llm.backends import create_generator, load_local_generator
+from cadence.llm.checkpoint import CheckpointError
+from cadence.llm.decoding import ReplyStats
+from cadence.llm.dialogue import Turn
+from cadence.llm.emission import ReplyPiece
+from cadence.llm.generator import (
     AutoregressiveTurnGenerator,
     DecoderTurnGenerator,
     DiffusionTurnGenerator,
     GeneratorOptions,
     TurnGenerator,
 )
-from llm.options import LLMOptions, OpenAIOptions
+from cadence.llm.options import LLMOptions, OpenAIOptions
 
 __all__ = [
     "AutoregressiveTurnGenerator",

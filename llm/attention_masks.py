@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import torch
 
-from llm.model import AttentionMode
+from cadence.llm.model import AttentionMode
 
 
 def visibility(

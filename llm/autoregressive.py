@@ -7,10 +7,10 @@ from collections.abc import Iterator
 
 import torch
 
-from llm.attention_masks import step_mask
-from llm.cached_decoder import CachedDecoder
-from llm.decoding import ReplyStats
-from llm.emission import ReplyPiece, WordEmitter
+from cadence.llm.attention_masks import step_mask
+from cadence.llm.cached_decoder import CachedDecoder
+from cadence.llm.decoding import ReplyStats
+from cadence.llm.emission import ReplyPiece, WordEmitter
 
 
 class AutoregressiveDecoder(CachedDecoder):

@@ -9,17 +9,17 @@ from pathlib import Path
 
 import torch
 
-from core.clock import Clock
-from llm.checkpoint import CheckpointError, load_model
-from llm.generator import (
+from cadence.core.clock import Clock
+from cadence.llm.checkpoint import CheckpointError, load_model
+from cadence.llm.generator import (
     AutoregressiveTurnGenerator,
     DecoderTurnGenerator,
     DiffusionTurnGenerator,
     GeneratorOptions,
     TurnGenerator,
 )
-from llm.open_weights import open_weights_generator
-from llm.options import LLMOptions
+from cadence.llm.open_weights import open_weights_generator
+from cadence.llm.options import LLMOptions
 
 
 def create_generator(config: LLMOptions, clock: Clock | None = None) -> TurnGenerator:
@@ -27,7 +27,7 @@ def create_generator(config: LLMOptions, clock: Clock | None = None) -> TurnGene
     :class:`CheckpointError` naming the config key when its model cannot be had."""
     if config.backend == "openai":
         # Imported here so that the offline default never loads the HTTP client library.
-        from llm.remote import create_openai_generator
+        from cadence.llm.remote import create_openai_generator
 
         return create_openai_generator(config.openai, clock)
     return load_local_generator(config, clock)

@@ -2,12 +2,12 @@
 
 A reply is produced one block at a time. A block starts fully masked (the first one holds the
 given ``<agent>`` token) and each denoising step is one forward over the block on top of the
-cache; :func:`kernels.commit_decision` decides what it commits (the rule:
-:mod:`llm.commit_rule`). The forward of a
+cache; :func:`cadence.kernels.commit_decision` decides what it commits (the rule:
+:mod:`cadence.llm.commit_rule`). The forward of a
 block's first step also carries the previous block (or the new context), whose keys and values
 then enter the cache: a finished block costs no extra forward.
-Predictions are shifted, as the model was trained (``tooling.training.objectives``): a block's
-first token comes from the last position of the block before it.
+Predictions are shifted, as the model was trained (``cadence.tooling.training.objectives``): a
+block's first token comes from the last position of the block before it.
 """
 
 from __future__ import annotations
@@ -16,14 +16,14 @@ from collections.abc import Callable, Iterator
 
 import torch
 
-import kernels
-from core.clock import Clock
-from kernels import CommitDecision
-from llm.attention_masks import step_mask
-from llm.cached_decoder import CachedDecoder
-from llm.commit_rule import deadline_threshold
-from llm.decoding import DecodingOptions, ReplyStats
-from llm.emission import ReplyPiece, WordEmitter
+from cadence import kernels
+from cadence.core.clock import Clock
+from cadence.kernels import CommitDecision
+from cadence.llm.attention_masks import step_mask
+from cadence.llm.cached_decoder import CachedDecoder
+from cadence.llm.commit_rule import deadline_threshold
+from cadence.llm.decoding import DecodingOptions, ReplyStats
+from cadence.llm.emission import ReplyPiece, WordEmitter
 
 
 class BlockDiffusionDecoder(CachedDecoder):

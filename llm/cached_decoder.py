@@ -8,11 +8,11 @@ from typing import ClassVar
 
 import torch
 
-from core.clock import Clock
-from llm.conversation_cache import ConversationCache
-from llm.decoding import DecodingOptions, never_in_reply
-from llm.dialogue_format import DialogueFormat
-from llm.model import AttentionMode, Transformer
+from cadence.core.clock import Clock
+from cadence.llm.conversation_cache import ConversationCache
+from cadence.llm.decoding import DecodingOptions, never_in_reply
+from cadence.llm.dialogue_format import DialogueFormat
+from cadence.llm.model import AttentionMode, Transformer
 
 
 class CachedDecoder:

@@ -13,9 +13,9 @@ from typing import Any
 
 import torch
 
-from llm.dialogue_format import DialogueFormat
-from llm.model import ModelConfig, Transformer
-from llm.tokenizer import DialogueTokenizer
+from cadence.llm.dialogue_format import DialogueFormat
+from cadence.llm.model import ModelConfig, Transformer
+from cadence.llm.tokenizer import DialogueTokenizer
 
 EMBEDDED_PREFIX = "embedded:"
 EMBEDDED_DIR = Path(__file__).parent / "checkpoints"

@@ -3,9 +3,9 @@
 Confidence-ordered commits pick the easiest positions first, and the easiest are the end of
 turn and padding: committed early, they squeeze the sentence into the positions left of them.
 So an end-of-turn or padding prediction may be committed only when every position to its left
-is committed already. The rule itself lives in :mod:`kernels.commit_reference`, fused with
-the softmax that precedes it (the decoder calls :func:`kernels.commit_decision`); what is left
-here is how a block running late against its budget lowers τ.
+is committed already. The rule itself lives in :mod:`cadence.kernels.commit_reference`, fused with
+the softmax that precedes it (the decoder calls :func:`cadence.kernels.commit_decision`); what is
+left here is how a block running late against its budget lowers τ.
 """
 
 from __future__ import annotations

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from llm.kv_cache import KVCache
+from cadence.llm.kv_cache import KVCache
 
 
 class ConversationCache:

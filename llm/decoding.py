@@ -6,7 +6,7 @@ from dataclasses import dataclass, field
 
 import torch
 
-from llm.tokenizer import SpecialIds
+from cadence.llm.tokenizer import SpecialIds
 
 
 @dataclass(frozen=True)

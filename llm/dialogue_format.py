@@ -13,8 +13,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from enum import IntEnum
 
-from llm.dialogue import Turn
-from llm.tokenizer import DialogueTokenizer
+from cadence.llm.dialogue import Turn
+from cadence.llm.tokenizer import DialogueTokenizer
 
 
 class Role(IntEnum):

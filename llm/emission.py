@@ -12,7 +12,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
-from core.clock import Clock
+from cadence.core.clock import Clock
 
 
 @dataclass(frozen=True)

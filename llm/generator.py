@@ -1,6 +1,6 @@
 """The turn generator the pipeline calls: an async stream of reply pieces per turn.
 
-``TurnGenerator`` is the interface every backend meets (``llm.backends.create_generator``
+``TurnGenerator`` is the interface every backend meets (``cadence.llm.backends.create_generator``
 picks one from ``models.llm``). The local models share :class:`DecoderTurnGenerator`:
 :class:`DiffusionTurnGenerator` (block diffusion, the default) and
 :class:`AutoregressiveTurnGenerator` (the baseline). Decoding is synchronous PyTorch work;
@@ -15,15 +15,15 @@ from collections.abc import AsyncGenerator, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Protocol
 
-from core.clock import Clock, MonotonicClock
-from llm.autoregressive import AutoregressiveDecoder
-from llm.block_diffusion import BlockDiffusionDecoder
-from llm.checkpoint import LoadedModel
-from llm.decoding import DecodingOptions, ReplyStats
-from llm.dialogue import Turn
-from llm.emission import ReplyPiece
-from llm.graphed_decoder import GraphedBlockDiffusionDecoder
-from llm.options import LLMOptions
+from cadence.core.clock import Clock, MonotonicClock
+from cadence.llm.autoregressive import AutoregressiveDecoder
+from cadence.llm.block_diffusion import BlockDiffusionDecoder
+from cadence.llm.checkpoint import LoadedModel
+from cadence.llm.decoding import DecodingOptions, ReplyStats
+from cadence.llm.dialogue import Turn
+from cadence.llm.emission import ReplyPiece
+from cadence.llm.graphed_decoder import GraphedBlockDiffusionDecoder
+from cadence.llm.options import LLMOptions
 
 
 @dataclass(frozen=True)

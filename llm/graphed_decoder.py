@@ -3,7 +3,7 @@
 After a block's first step (which also carries the previous block into the cache, a shape
 that changes every time, so it runs eagerly), every further step of the block has the same
 shape: the block's tokens over the cache. Those steps run on fixed buffers — the cache copied
-into slots padded to a bucket (:func:`kernels.cuda_graph.bucket_length`), the block's ids,
+into slots padded to a bucket (:func:`cadence.kernels.cuda_graph.bucket_length`), the block's ids,
 positions, mask, τ and the row that predicts its first position — so that on CUDA the whole
 step, forward and commit decision, is one graph replay per bucket with no host
 synchronisation inside. Everywhere else (and in the CPU tests) the same fixed-shape step runs
@@ -18,14 +18,14 @@ from dataclasses import dataclass
 
 import torch
 
-import kernels
-from core.clock import Clock
-from kernels import CachedBlock, CommitDecision
-from kernels.cuda_graph import CapturedStep, bucket_length
-from llm.block_diffusion import BlockDiffusionDecoder
-from llm.decoding import DecodingOptions
-from llm.dialogue_format import DialogueFormat
-from llm.model import ModelConfig, Transformer
+from cadence import kernels
+from cadence.core.clock import Clock
+from cadence.kernels import CachedBlock, CommitDecision
+from cadence.kernels.cuda_graph import CapturedStep, bucket_length
+from cadence.llm.block_diffusion import BlockDiffusionDecoder
+from cadence.llm.decoding import DecodingOptions
+from cadence.llm.dialogue_format import DialogueFormat
+from cadence.llm.model import ModelConfig, Transformer
 
 
 @dataclass

@@ -13,7 +13,7 @@ import torch
 
 class KeyValueStore(Protocol):
     """What attention needs from a cache: :class:`KVCache`, or the fixed-shape buffers of a
-    captured decode step (:mod:`llm.graphed_decoder`)."""
+    captured decode step (:mod:`cadence.llm.graphed_decoder`)."""
 
     def extend(
         self, layer: int, keys: torch.Tensor, values: torch.Tensor, keep: int

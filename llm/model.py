@@ -2,9 +2,9 @@
 
 Pre-norm decoder blocks with RMSNorm, rotary position embeddings and SwiGLU, tied input and
 output embeddings. The two models differ only in who may attend to whom (see
-:mod:`llm.attention_masks`), which callers pass as a mask, so one set of weights can move from
-causal to block-causal attention: that is how the diffusion model starts from the AR one.
-Attention itself goes through :func:`kernels.attention`.
+:mod:`cadence.llm.attention_masks`), which callers pass as a mask, so one set of weights can move
+from causal to block-causal attention: that is how the diffusion model starts from the AR one.
+Attention itself goes through :func:`cadence.kernels.attention`.
 """
 
 from __future__ import annotations
@@ -16,9 +16,9 @@ import torch
 from torch import nn
 from torch.nn import functional
 
-import kernels
-from kernels import CachedBlock
-from llm.kv_cache import KeyValueStore, KVCache
+from cadence import kernels
+from cadence.kernels import CachedBlock
+from cadence.llm.kv_cache import KeyValueStore, KVCache
 
 AttentionMode = Literal["causal", "block_causal"]
 
@@ -158,7 +158,7 @@ class Transformer(nn.Module):
         """Logits ``[batch, tokens, vocab]``; the output at position *i* predicts token *i+1*.
 
         ``allowed`` is ``[batch, 1, tokens, cached + tokens]`` (``True`` = may attend), or a
-        :class:`kernels.CachedBlock` when the input is one block over a padded cache. With a
+        :class:`cadence.kernels.CachedBlock` when the input is one block over a padded cache. With a
         ``cache``, the keys of earlier calls come first and the first ``keep`` input positions
         (all by default) are appended to it; the rest are seen by this call only.
         """

@@ -11,7 +11,7 @@ from typing import Any, Literal
 
 from pydantic import Field, model_validator
 
-from core.options import Options
+from cadence.core.options import Options
 
 
 class OpenAIOptions(Options):

@@ -21,14 +21,14 @@ import asyncio
 import itertools
 from collections.abc import Iterable
 
-from core.clock import MonotonicClock
-from llm import create_generator
-from pipeline.config import CadenceConfig
-from pipeline.model_loading import load_stt, load_tts
-from pipeline.pipeline import FrameObserver
-from pipeline.session import VoiceSession
-from pipeline.stages.playout import AudioOutput
-from pipeline.tracing import TraceSink
+from cadence.core.clock import MonotonicClock
+from cadence.llm import create_generator
+from cadence.pipeline.config import CadenceConfig
+from cadence.pipeline.model_loading import load_stt, load_tts
+from cadence.pipeline.pipeline import FrameObserver
+from cadence.pipeline.session import VoiceSession
+from cadence.pipeline.stages.playout import AudioOutput
+from cadence.pipeline.tracing import TraceSink
 
 _session_numbers = itertools.count(1)
 

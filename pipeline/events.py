@@ -2,7 +2,7 @@
 
 A session's frames are internal; these events are its public face — the browser page, the
 telephony endpoints and any embedding program read the same stream
-(:meth:`pipeline.session.VoiceSession.events`). ``SessionEvents`` is both a frame observer
+(:meth:`cadence.pipeline.session.VoiceSession.events`). ``SessionEvents`` is both a frame observer
 and a trace sink of the session. Observers must not block the pipeline, so events go into a
 bounded queue; a reader that falls more than ``MAX_QUEUED_EVENTS`` behind loses the newest
 ones, with a warning in the log, rather than growing the process without limit.
@@ -16,7 +16,7 @@ from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
 from typing import Literal
 
-from pipeline.frames import (
+from cadence.pipeline.frames import (
     AudioOutFrame,
     BargeInFrame,
     DTMFFrame,
@@ -32,8 +32,8 @@ from pipeline.frames import (
     TurnCommittedFrame,
     TurnWithdrawnFrame,
 )
-from pipeline.tracing import TurnTrace
-from voice.audio import PCM16
+from cadence.pipeline.tracing import TurnTrace
+from cadence.voice.audio import PCM16
 
 logger = logging.getLogger(__name__)
 

@@ -7,7 +7,7 @@ Three families decide how the runtime treats a frame:
   flushes them too, except ``EndFrame``, which must always reach the end of the pipeline.
 * ``SystemFrame`` – out of band (interrupt, cancel). Never queued behind data.
 
-All times are milliseconds on the session clock (see ``core.clock``). Audio is mono
+All times are milliseconds on the session clock (see ``cadence.core.clock``). Audio is mono
 signed 16-bit PCM held in a NumPy ``int16`` array.
 """
 
@@ -18,7 +18,7 @@ from itertools import count
 
 import numpy as np
 
-from voice.audio.pcm import PCM16
+from cadence.voice.audio.pcm import PCM16
 
 _frame_ids = count()
 

@@ -5,10 +5,10 @@ Each loader is cached per process in ``voice/``, so every session shares one cop
 
 from __future__ import annotations
 
-from pipeline.config import STTConfig, TTSConfig
-from voice.stt import Transcriber, load_transcriber
-from voice.stt.transcriber import WhisperOptions
-from voice.tts import Synthesizer, load_synthesizer
+from cadence.pipeline.config import STTConfig, TTSConfig
+from cadence.voice.stt import Transcriber, load_transcriber
+from cadence.voice.stt.transcriber import WhisperOptions
+from cadence.voice.tts import Synthesizer, load_synthesizer
 
 
 def load_stt(config: STTConfig) -> Transcriber:

@@ -13,8 +13,8 @@ from collections.abc import Iterable, Sequence
 from enum import Enum
 from typing import Any, Protocol
 
-from pipeline.frames import CancelFrame, EndFrame, Frame, InterruptFrame, SystemFrame
-from pipeline.stage import Stage
+from cadence.pipeline.frames import CancelFrame, EndFrame, Frame, InterruptFrame, SystemFrame
+from cadence.pipeline.stage import Stage
 
 logger = logging.getLogger(__name__)
 

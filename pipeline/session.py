@@ -1,7 +1,7 @@
 """``VoiceSession``: one conversation — the pipeline VAD → STT → turn → TTS → playout, its
 history, its events and its latency trace.
 
-Transports and embedding programs open one per call (through :class:`pipeline.agent.Agent`,
+Transports and embedding programs open one per call (through :class:`cadence.pipeline.agent.Agent`,
 which shares the models between sessions) and feed it the caller's audio; the reply audio
 comes out of the ``AudioOutput`` they hand in, or, without one, as events::
 
@@ -21,20 +21,20 @@ from types import TracebackType
 
 import numpy as np
 
-from core.clock import Clock, MonotonicClock
-from llm import Turn, TurnGenerator, create_generator
-from pipeline.config import CadenceConfig
-from pipeline.events import EventAudioOutput, SessionEvents
-from pipeline.frames import AudioInFrame, DTMFFrame, StopReplyFrame
-from pipeline.model_loading import load_stt, load_tts
-from pipeline.pipeline import FrameObserver, Pipeline
-from pipeline.playback_ledger import PlaybackLedger
-from pipeline.stages import STTStage, TTSStage, VADStage
-from pipeline.stages.playout import AudioOutput, PlayoutStage
-from pipeline.stages.turn import TurnStage
-from pipeline.tracing import TraceSink, session_tracer
-from pipeline.tracing.turn_observer import TurnTraceObserver
-from voice.audio import PCM16, StreamResampler
+from cadence.core.clock import Clock, MonotonicClock
+from cadence.llm import Turn, TurnGenerator, create_generator
+from cadence.pipeline.config import CadenceConfig
+from cadence.pipeline.events import EventAudioOutput, SessionEvents
+from cadence.pipeline.frames import AudioInFrame, DTMFFrame, StopReplyFrame
+from cadence.pipeline.model_loading import load_stt, load_tts
+from cadence.pipeline.pipeline import FrameObserver, Pipeline
+from cadence.pipeline.playback_ledger import PlaybackLedger
+from cadence.pipeline.stages import STTStage, TTSStage, VADStage
+from cadence.pipeline.stages.playout import AudioOutput, PlayoutStage
+from cadence.pipeline.stages.turn import TurnStage
+from cadence.pipeline.tracing import TraceSink, session_tracer
+from cadence.pipeline.tracing.turn_observer import TurnTraceObserver
+from cadence.voice.audio import PCM16, StreamResampler
 
 logger = logging.getLogger(__name__)
 

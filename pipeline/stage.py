@@ -13,7 +13,7 @@ import logging
 from collections.abc import Coroutine
 from typing import Any, Protocol
 
-from pipeline.frames import EndFrame, Frame
+from cadence.pipeline.frames import EndFrame, Frame
 
 logger = logging.getLogger(__name__)
 

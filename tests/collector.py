@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import time
 
-from pipeline.frames import Frame
-from pipeline.stage import Stage
+from cadence.pipeline.frames import Frame
+from cadence.pipeline.stage import Stage
 
 
 class Collector(Stage):

@@ -7,11 +7,11 @@ from functools import cache
 
 import torch
 
-from llm.dialogue import Turn
-from llm.dialogue_format import DialogueFormat
-from llm.model import AttentionMode, ModelConfig, Transformer
-from llm.tokenizer import DialogueTokenizer
-from tooling.training.corpus import Dialogue
+from cadence.llm.dialogue import Turn
+from cadence.llm.dialogue_format import DialogueFormat
+from cadence.llm.model import AttentionMode, ModelConfig, Transformer
+from cadence.llm.tokenizer import DialogueTokenizer
+from cadence.tooling.training.corpus import Dialogue
 
 DIALOGUES = (
     Dialogue(

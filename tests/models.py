@@ -3,10 +3,10 @@ a server: shared by every session)."""
 
 from __future__ import annotations
 
-from pipeline.config import STTConfig, TTSConfig
-from pipeline.model_loading import load_stt, load_tts
-from voice.stt import Transcriber
-from voice.tts import Synthesizer
+from cadence.pipeline.config import STTConfig, TTSConfig
+from cadence.pipeline.model_loading import load_stt, load_tts
+from cadence.voice.stt import Transcriber
+from cadence.voice.tts import Synthesizer
 
 
 def transcriber() -> Transcriber:

@@ -8,9 +8,9 @@ from pathlib import Path
 
 import numpy as np
 
-from voice.audio.pcm import PCM16
-from voice.audio.speech_bounds import speech_bounds_ms
-from voice.audio.wavfile import read_audio
+from cadence.voice.audio.pcm import PCM16
+from cadence.voice.audio.speech_bounds import speech_bounds_ms
+from cadence.voice.audio.wavfile import read_audio
 
 __all__ = ["Clip", "clip", "clips", "speech_bounds_ms", "with_pause", "with_silence"]
 

@@ -35,9 +35,9 @@ from websockets.exceptions import ConnectionClosed, InvalidStatus
 from websockets.http11 import Request
 from websockets.typing import Origin
 
-from pipeline.config import CadenceConfig, ConfigError, load_config
-from tooling.emulators.twilio import TwilioEmulator
-from web.access import (
+from cadence.pipeline.config import CadenceConfig, ConfigError, load_config
+from cadence.tooling.emulators.twilio import TwilioEmulator
+from cadence.web.access import (
     AccessConfigError,
     AccessPolicy,
     CredentialFilter,
@@ -45,13 +45,13 @@ from web.access import (
     peer_allowed,
     twilio_signature,
 )
-from web.rate_limit import MessageRate
-from web.serializers.audiosocket import Audio, CallUUID, Hangup, encode_frame, read_frame
-from web.serializers.twilio import encode, media_message
-from web.server import CadenceServer
-from web.signaling import CloseCode
-from web.transports import PacedAudioTrack
-from web.transports.webrtc import SIGNALING_PATH
+from cadence.web.rate_limit import MessageRate
+from cadence.web.serializers.audiosocket import Audio, CallUUID, Hangup, encode_frame, read_frame
+from cadence.web.serializers.twilio import encode, media_message
+from cadence.web.server import CadenceServer
+from cadence.web.signaling import CloseCode
+from cadence.web.transports import PacedAudioTrack
+from cadence.web.transports.webrtc import SIGNALING_PATH
 
 TOKEN = "s3cret-token-0123456789abcdef"
 TWILIO_AUTH_TOKEN = "f0e1d2c3b4a5968778695a4b3c2d1e0f"

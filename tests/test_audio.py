@@ -7,7 +7,7 @@ import warnings
 import numpy as np
 import pytest
 
-from voice.audio import (
+from cadence.voice.audio import (
     AudioFramer,
     StreamResampler,
     float_to_pcm16,

@@ -21,13 +21,13 @@ import pytest
 from speech_data import clip
 from web_harness import free_port, wait_until, web_config
 
-from pipeline.config import CadenceConfig, TelephonyConfig, render_config
-from pipeline.events import DTMFEvent, ReplyPlayedEvent, SessionEvent, TurnCommittedEvent
-from pipeline.frames import AudioOutFrame
-from pipeline.stages import VADStage
-from voice.audio import PCM16
-from voice.stt import word_error_rate
-from web.serializers.audiosocket import (
+from cadence.pipeline.config import CadenceConfig, TelephonyConfig, render_config
+from cadence.pipeline.events import DTMFEvent, ReplyPlayedEvent, SessionEvent, TurnCommittedEvent
+from cadence.pipeline.frames import AudioOutFrame
+from cadence.pipeline.stages import VADStage
+from cadence.voice.audio import PCM16
+from cadence.voice.stt import word_error_rate
+from cadence.web.serializers.audiosocket import (
     DTMF,
     FRAME_SAMPLES,
     MAX_AUDIO_BYTES,
@@ -42,9 +42,9 @@ from web.serializers.audiosocket import (
     encode_frame,
     read_frame,
 )
-from web.server import CadenceServer
-from web.transports import audiosocket as transport
-from web.transports.audiosocket import AudioSocketAudioOutput, AudioSocketCall
+from cadence.web.server import CadenceServer
+from cadence.web.transports import audiosocket as transport
+from cadence.web.transports.audiosocket import AudioSocketAudioOutput, AudioSocketCall
 
 CLIP = "osr_us_0034_8k_s02"
 """A telephone-band recording: "The long journey home took a year." """
@@ -354,7 +354,7 @@ FIRST_FRAME_ENDERS = [
 async def test_bad_input_ends_only_its_own_call(
     caplog: pytest.LogCaptureFixture, data: bytes, reason: str, kind: str, hang_up: bool
 ) -> None:
-    caplog.set_level(logging.INFO, logger="web.transports.audiosocket")
+    caplog.set_level(logging.INFO, logger="cadence.web.transports.audiosocket")
     async with running() as (server, events), dial(server) as good:
         good.talk()
         async with dial(server) as bad:

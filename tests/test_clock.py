@@ -6,7 +6,7 @@ import asyncio
 
 import pytest
 
-from core.clock import MonotonicClock, VirtualClock
+from cadence.core.clock import MonotonicClock, VirtualClock
 
 
 async def test_virtual_clock_wakes_sleepers_at_their_own_deadlines_in_order() -> None:

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from pipeline.config import CadenceConfig, ConfigError, load_config, render_defaults
+from cadence.pipeline.config import CadenceConfig, ConfigError, load_config, render_defaults
 
 ROOT = Path(__file__).resolve().parents[1]
 DEFAULT = ROOT / "configs" / "default.yaml"

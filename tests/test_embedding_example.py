@@ -10,9 +10,9 @@ from pathlib import Path
 
 from speech_data import clip
 
-from voice.audio import level_db
-from voice.audio.wavfile import read_audio
-from voice.stt import word_error_rate
+from cadence.voice.audio import level_db
+from cadence.voice.audio.wavfile import read_audio
+from cadence.voice.stt import word_error_rate
 
 ROOT = Path(__file__).parent.parent
 EXAMPLE = ROOT / "examples" / "embed.py"

@@ -21,19 +21,19 @@ from speech_data import clip
 from twilio_phone import TwilioPhone
 from web_harness import wait_until, web_config
 
-from core.clock import MonotonicClock
-from llm import ReplyPiece, Turn, TurnGenerator, create_generator
-from pipeline.config import CadenceConfig, FaultsConfig, TracingConfig
-from pipeline.model_loading import load_stt, load_tts
-from pipeline.pipeline import StageFailedError
-from pipeline.session import VoiceSession
-from pipeline.tracing import AnchorEvent, MemoryTraceSink, TurnTrace, read_traces
-from tooling.caller import SimulatedCaller
-from tooling.emulators.twilio import TwilioEmulator
-from tooling.recording_output import RecordingAudioOutput
-from voice.audio import PCM16
-from voice.stt import Transcription
-from web.server import CadenceServer
+from cadence.core.clock import MonotonicClock
+from cadence.llm import ReplyPiece, Turn, TurnGenerator, create_generator
+from cadence.pipeline.config import CadenceConfig, FaultsConfig, TracingConfig
+from cadence.pipeline.model_loading import load_stt, load_tts
+from cadence.pipeline.pipeline import StageFailedError
+from cadence.pipeline.session import VoiceSession
+from cadence.pipeline.tracing import AnchorEvent, MemoryTraceSink, TurnTrace, read_traces
+from cadence.tooling.caller import SimulatedCaller
+from cadence.tooling.emulators.twilio import TwilioEmulator
+from cadence.tooling.recording_output import RecordingAudioOutput
+from cadence.voice.audio import PCM16
+from cadence.voice.stt import Transcription
+from cadence.web.server import CadenceServer
 
 CALLER = "osr_us_0034_8k_s01"
 
@@ -88,8 +88,8 @@ async def test_a_caller_vanishing_at_any_phase_leaves_nothing_behind(
 CRASHING_WRITER = """
 import os, signal, sys, time
 from pathlib import Path
-from core.clock import MonotonicClock
-from pipeline.tracing import AnchorEvent, JSONLTraceSink, LatencyTracer
+from cadence.core.clock import MonotonicClock
+from cadence.pipeline.tracing import AnchorEvent, JSONLTraceSink, LatencyTracer
 
 clock = MonotonicClock()
 tracer = LatencyTracer("crash", clock, [JSONLTraceSink(Path(sys.argv[1]))])
@@ -132,8 +132,8 @@ def test_a_crash_loses_at_most_the_turn_in_flight(tmp_path: Path) -> None:
 
 
 async def test_lines_of_concurrent_sessions_never_interleave(tmp_path: Path) -> None:
-    from core.clock import MonotonicClock
-    from pipeline.tracing import AnchorEvent, JSONLTraceSink, LatencyTracer
+    from cadence.core.clock import MonotonicClock
+    from cadence.pipeline.tracing import AnchorEvent, JSONLTraceSink, LatencyTracer
 
     log = tmp_path / "traces.jsonl"
     clock = MonotonicClock()

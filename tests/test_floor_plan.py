@@ -1,5 +1,6 @@
-"""The floor plan holds: the packages are the ones the docs and the build name, every module is
-on the map of ``docs/architecture.md``, and every name spells an acronym one way.
+"""The floor plan holds: the packages are the ones the docs and the build name, all under
+``cadence.``, every module is on the map of ``docs/architecture.md``, and every name spells an
+acronym one way.
 
 The direction of dependence itself is checked by the import contract (``lint-imports`` in
 ``make lint``; ``[tool.importlinter]`` in ``pyproject.toml``).
@@ -35,21 +36,37 @@ def _modules(package: str) -> list[Path]:
 
 def test_the_build_the_contract_and_the_folders_name_the_same_packages() -> None:
     project = tomllib.loads((ROOT / "pyproject.toml").read_text())
-    found = project["tool"]["setuptools"]["packages"]["find"]["include"]
-    assert found == [f"{package}*" for package in PACKAGES]
-    assert project["tool"]["importlinter"]["root_packages"] == PACKAGES
+    assert project["tool"]["setuptools"]["packages"]["find"]["include"] == ["cadence*"]
+    contract = project["tool"]["importlinter"]
+    assert contract["root_packages"] == ["cadence"]
+    layers = next(c["layers"] for c in contract["contracts"] if c["type"] == "layers")
+    layered = [name for layer in layers for name in layer.split(" | ")]
+    assert sorted(layered) == sorted(f"cadence.{package}" for package in PACKAGES)
     folders = sorted(p.parent.name for p in ROOT.glob("*/__init__.py"))
-    assert folders == sorted(PACKAGES)
+    assert folders == sorted([*PACKAGES, "cadence"])
 
 
 @pytest.mark.parametrize("package", PACKAGES)
-def test_each_package_is_imported_from_this_repository(package: str) -> None:
-    # The names are top-level (docs/architecture.md says why); a distribution of the same
-    # name installed beside Cadence would shadow a folder, and this is where it would show.
-    spec = importlib.util.find_spec(package)
+def test_each_package_installs_under_cadence_from_its_folder(package: str) -> None:
+    link = ROOT / "cadence" / package
+    assert link.is_symlink()
+    assert link.readlink() == Path("..", package)
+    spec = importlib.util.find_spec(f"cadence.{package}")
     assert spec is not None
     assert spec.origin is not None
     assert Path(spec.origin).resolve() == (ROOT / package / "__init__.py").resolve()
+
+
+def test_nothing_imports_a_package_by_its_folder_name() -> None:
+    # `import llm` would load a second copy of every module, whose classes are other types.
+    bare = re.compile(rf"^\s*(?:from|import) (?:{'|'.join(PACKAGES)})\b", flags=re.MULTILINE)
+    offenders = [
+        str(path.relative_to(ROOT))
+        for folder in [*PACKAGES, "tests", "examples"]
+        for path in _modules(folder)
+        if bare.search(path.read_text())
+    ]
+    assert offenders == []
 
 
 def test_the_readme_table_lists_every_package() -> None:

@@ -27,11 +27,11 @@ from web_harness import free_port, wait_until, web_config
 from websockets.asyncio.client import connect
 from websockets.exceptions import ConnectionClosed
 
-from pipeline.config import CadenceConfig, ConfigError, TelephonyConfig, load_config
-from tooling.emulators.twilio import TwilioEmulator
-from web.serializers import audiosocket, twilio
-from web.server import CadenceServer
-from web.signaling import (
+from cadence.pipeline.config import CadenceConfig, ConfigError, TelephonyConfig, load_config
+from cadence.tooling.emulators.twilio import TwilioEmulator
+from cadence.web.serializers import audiosocket, twilio
+from cadence.web.server import CadenceServer
+from cadence.web.signaling import (
     ClientMessage,
     CloseCode,
     Hangup,
@@ -39,7 +39,7 @@ from web.signaling import (
     SignalingError,
     parse_client_message,
 )
-from web.transports.webrtc import SIGNALING_PATH
+from cadence.web.transports.webrtc import SIGNALING_PATH
 
 PARSER = settings(max_examples=200, deadline=None, database=None)
 LIVE = settings(

@@ -7,12 +7,12 @@ import math
 import pytest
 import torch
 
-import kernels
-from kernels.commit_reference import commit_reference, select_commits, top_predictions
-from kernels.cuda_graph import CapturedStep, bucket_length
-from kernels.reference import block_attention_reference
-from llm.checkpoint import EMBEDDED_DIR
-from tooling.bench import kernels as bench
+from cadence import kernels
+from cadence.kernels.commit_reference import commit_reference, select_commits, top_predictions
+from cadence.kernels.cuda_graph import CapturedStep, bucket_length
+from cadence.kernels.reference import block_attention_reference
+from cadence.llm.checkpoint import EMBEDDED_DIR
+from cadence.tooling.bench import kernels as bench
 
 NEG_INF = float("-inf")
 
@@ -144,5 +144,5 @@ def test_the_bench_times_each_kernel_step_and_reply_on_cpu() -> None:
         "whole reply (fixed-shape steps)",
     ]
     assert all(len(row.times_ms) == 3 and row.median > 0 for row in rows)
-    report = bench.markdown(rows, "title", None, "python -m tooling.bench.kernels")
+    report = bench.markdown(rows, "title", None, "python -m cadence.tooling.bench.kernels")
     assert report.count("| reference |") == len(rows)

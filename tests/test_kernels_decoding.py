@@ -1,7 +1,7 @@
 """Decoding through the kernel dispatcher commits the same tokens as before it existed.
 
 The expected replies were recorded from the shipped diffusion checkpoint with the decoder as
-it was before the commit step went through :func:`kernels.commit_decision` (commit 375d652):
+it was before the commit step went through :func:`cadence.kernels.commit_decision` (commit 375d652):
 three turns of one conversation, its KV cache carried across turns, at τ 0.7 (the default)
 and 0.3 (many commits per step), with a clock that never runs late.
 """
@@ -12,14 +12,14 @@ from functools import cache, partial
 
 import pytest
 
-from core.clock import VirtualClock
-from kernels.cuda_graph import bucket_length
-from llm import graphed_decoder
-from llm.block_diffusion import BlockDiffusionDecoder
-from llm.checkpoint import EMBEDDED_DIR, LoadedModel, load_model
-from llm.decoding import DecodingOptions, ReplyStats
-from llm.dialogue import Turn
-from llm.graphed_decoder import GraphedBlockDiffusionDecoder
+from cadence.core.clock import VirtualClock
+from cadence.kernels.cuda_graph import bucket_length
+from cadence.llm import graphed_decoder
+from cadence.llm.block_diffusion import BlockDiffusionDecoder
+from cadence.llm.checkpoint import EMBEDDED_DIR, LoadedModel, load_model
+from cadence.llm.decoding import DecodingOptions, ReplyStats
+from cadence.llm.dialogue import Turn
+from cadence.llm.graphed_decoder import GraphedBlockDiffusionDecoder
 
 USER_TURNS = (
     "Can you book me a table for two tonight?",

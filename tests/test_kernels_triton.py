@@ -18,16 +18,16 @@ import torch
 
 pytest.importorskip("triton", reason="Triton is not installed (pip install -e '.[dev]')")
 
-import kernels
-from core.clock import VirtualClock
-from kernels.commit_reference import commit_reference
-from kernels.reference import block_attention_reference
-from kernels.triton_attention import block_attention_triton
-from kernels.triton_commit import VOCAB_CHUNK, commit_triton
-from llm.block_diffusion import BlockDiffusionDecoder
-from llm.decoding import DecodingOptions, ReplyStats
-from llm.dialogue import Turn
-from llm.graphed_decoder import GraphedBlockDiffusionDecoder
+from cadence import kernels
+from cadence.core.clock import VirtualClock
+from cadence.kernels.commit_reference import commit_reference
+from cadence.kernels.reference import block_attention_reference
+from cadence.kernels.triton_attention import block_attention_triton
+from cadence.kernels.triton_commit import VOCAB_CHUNK, commit_triton
+from cadence.llm.block_diffusion import BlockDiffusionDecoder
+from cadence.llm.decoding import DecodingOptions, ReplyStats
+from cadence.llm.dialogue import Turn
+from cadence.llm.graphed_decoder import GraphedBlockDiffusionDecoder
 
 NEG_INF = float("-inf")
 
@@ -35,7 +35,7 @@ NEG_INF = float("-inf")
 def test_the_kernels_run_in_the_interpreter() -> None:
     from triton.runtime.interpreter import InterpretedFunction  # type: ignore[import-untyped]
 
-    from kernels import triton_attention, triton_commit
+    from cadence.kernels import triton_attention, triton_commit
 
     assert isinstance(triton_commit._commit_kernel, InterpretedFunction)
     assert isinstance(triton_attention._block_attention_kernel, InterpretedFunction)

@@ -10,15 +10,15 @@ import llm_tiny
 import pytest
 import torch
 
-from core.clock import VirtualClock
-from kernels import commit_reference
-from llm.attention_masks import visibility
-from llm.autoregressive import AutoregressiveDecoder
-from llm.block_diffusion import BlockDiffusionDecoder, committed_prefix
-from llm.commit_rule import deadline_threshold
-from llm.decoding import DecodingOptions, ReplyStats, never_in_reply
-from llm.dialogue import Turn
-from llm.model import Transformer
+from cadence.core.clock import VirtualClock
+from cadence.kernels import commit_reference
+from cadence.llm.attention_masks import visibility
+from cadence.llm.autoregressive import AutoregressiveDecoder
+from cadence.llm.block_diffusion import BlockDiffusionDecoder, committed_prefix
+from cadence.llm.commit_rule import deadline_threshold
+from cadence.llm.decoding import DecodingOptions, ReplyStats, never_in_reply
+from cadence.llm.dialogue import Turn
+from cadence.llm.model import Transformer
 
 END = 2
 HISTORY = [
@@ -35,7 +35,8 @@ def select_commits(
     threshold: float,
     end_ids: Collection[int],
 ) -> torch.Tensor:
-    """The commit rule of :mod:`kernels.commit_reference` with the end ids as a collection."""
+    """The commit rule of :mod:`cadence.kernels.commit_reference` with the end ids as a
+    collection."""
     ends = torch.tensor(list(end_ids), dtype=prediction.dtype, device=prediction.device)
     return commit_reference.select_commits(confidence, prediction, masked, threshold, ends)
 

@@ -4,12 +4,12 @@ from __future__ import annotations
 
 import llm_tiny
 
-from core.clock import VirtualClock
-from llm.autoregressive import AutoregressiveDecoder
-from llm.checkpoint import LoadedModel
-from llm.decoding import DecodingOptions, ReplyStats
-from llm.dialogue import Turn
-from tooling.training.distillation import distil_dialogues, teacher_replies
+from cadence.core.clock import VirtualClock
+from cadence.llm.autoregressive import AutoregressiveDecoder
+from cadence.llm.checkpoint import LoadedModel
+from cadence.llm.decoding import DecodingOptions, ReplyStats
+from cadence.llm.dialogue import Turn
+from cadence.tooling.training.distillation import distil_dialogues, teacher_replies
 
 
 def _teacher() -> LoadedModel:

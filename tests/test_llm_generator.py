@@ -10,8 +10,8 @@ import llm_tiny
 import pytest
 import torch
 
-from core.clock import VirtualClock
-from llm import (
+from cadence.core.clock import VirtualClock
+from cadence.llm import (
     AutoregressiveTurnGenerator,
     DecoderTurnGenerator,
     DiffusionTurnGenerator,
@@ -21,11 +21,11 @@ from llm import (
     Turn,
     load_local_generator,
 )
-from llm.block_diffusion import BlockDiffusionDecoder
-from llm.checkpoint import EMBEDDED_DIR, CheckpointError, LoadedModel
-from llm.decoding import DecodingOptions
-from llm.graphed_decoder import GraphedBlockDiffusionDecoder
-from llm.options import LLMOptions
+from cadence.llm.block_diffusion import BlockDiffusionDecoder
+from cadence.llm.checkpoint import EMBEDDED_DIR, CheckpointError, LoadedModel
+from cadence.llm.decoding import DecodingOptions
+from cadence.llm.graphed_decoder import GraphedBlockDiffusionDecoder
+from cadence.llm.options import LLMOptions
 
 HISTORY = [
     Turn("user", "I'd like to find a restaurant in San Jose."),

@@ -6,8 +6,8 @@ import llm_tiny
 import pytest
 import torch
 
-from llm.attention_masks import step_mask, visibility
-from llm.model import AttentionMode
+from cadence.llm.attention_masks import step_mask, visibility
+from cadence.llm.model import AttentionMode
 
 
 def _dense_block_causal(length: int, block_size: int) -> torch.Tensor:

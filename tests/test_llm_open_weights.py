@@ -17,20 +17,26 @@ import pytest
 import torch
 from tokenizers import Tokenizer
 
-import kernels
-from core.clock import VirtualClock
-from llm import DecoderTurnGenerator, Turn, create_generator
-from llm.attention_masks import step_mask
-from llm.checkpoint import CheckpointError
-from llm.decoding import DecodingOptions, ReplyStats
-from llm.open_weights import FAST_DLLM_V2, SDAR, Family, OpenWeightsDecoder, load_open_weights
-from llm.open_weights.chat import SYSTEM_PROMPT, ChatFormat, ChatTokenizer
-from llm.open_weights.decoder import OpenWeightsModel
-from llm.open_weights.families import QWEN_CONTROL_IDS
-from llm.open_weights.network import QwenForCausalLM
-from llm.open_weights.shape import QwenShape
-from llm.options import LLMOptions
-from tooling.bench import tiny_open_weights as tiny
+from cadence import kernels
+from cadence.core.clock import VirtualClock
+from cadence.llm import DecoderTurnGenerator, Turn, create_generator
+from cadence.llm.attention_masks import step_mask
+from cadence.llm.checkpoint import CheckpointError
+from cadence.llm.decoding import DecodingOptions, ReplyStats
+from cadence.llm.open_weights import (
+    FAST_DLLM_V2,
+    SDAR,
+    Family,
+    OpenWeightsDecoder,
+    load_open_weights,
+)
+from cadence.llm.open_weights.chat import SYSTEM_PROMPT, ChatFormat, ChatTokenizer
+from cadence.llm.open_weights.decoder import OpenWeightsModel
+from cadence.llm.open_weights.families import QWEN_CONTROL_IDS
+from cadence.llm.open_weights.network import QwenForCausalLM
+from cadence.llm.open_weights.shape import QwenShape
+from cadence.llm.options import LLMOptions
+from cadence.tooling.bench import tiny_open_weights as tiny
 
 NAMES = list(tiny.SPECS)
 HISTORY = [
@@ -67,11 +73,11 @@ def _generator(config: LLMOptions) -> DecoderTurnGenerator:
 
 @pytest.fixture(scope="module")
 def models(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Tiny]:
-    """Both tiny models, built in a subprocess (:mod:`tooling.bench.tiny_open_weights` says
+    """Both tiny models, built in a subprocess (:mod:`cadence.tooling.bench.tiny_open_weights` says
     why)."""
     root = tmp_path_factory.mktemp("open_weights")
     built = subprocess.run(
-        [sys.executable, "-m", "tooling.bench.tiny_open_weights", str(root)],
+        [sys.executable, "-m", "cadence.tooling.bench.tiny_open_weights", str(root)],
         cwd=Path(__file__).parents[1],
         capture_output=True,
         text=True,
@@ -197,7 +203,7 @@ async def test_prefill_while_the_user_speaks_saves_work_and_changes_nothing(
 @dataclass(frozen=True)
 class Trained:
     """How a family's checkpoints predict and commit, per its reference decoder — stated here
-    apart from :mod:`llm.open_weights.families`, so that a wrong fact there fails a test."""
+    apart from :mod:`cadence.llm.open_weights.families`, so that a wrong fact there fails a test."""
 
     family: Family
     shifted: bool

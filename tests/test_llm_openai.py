@@ -15,15 +15,15 @@ from collections.abc import AsyncIterator, Callable, Sequence
 import pytest
 from speech_data import clip
 
-from llm import CheckpointError, ReplyPiece, Turn, create_generator
-from llm.options import LLMOptions, OpenAIOptions
-from llm.remote import create_openai_generator
-from pipeline.agent import Agent
-from pipeline.config import CadenceConfig, FaultsConfig, ModelsConfig, TracingConfig
-from pipeline.events import ReplyAudioEvent, TraceEvent
-from pipeline.tracing import AnchorEvent
-from tooling.caller import SimulatedCaller
-from tooling.emulators.openai import FakeOpenAI, RawEvents, Silent, Status, Stream
+from cadence.llm import CheckpointError, ReplyPiece, Turn, create_generator
+from cadence.llm.options import LLMOptions, OpenAIOptions
+from cadence.llm.remote import create_openai_generator
+from cadence.pipeline.agent import Agent
+from cadence.pipeline.config import CadenceConfig, FaultsConfig, ModelsConfig, TracingConfig
+from cadence.pipeline.events import ReplyAudioEvent, TraceEvent
+from cadence.pipeline.tracing import AnchorEvent
+from cadence.tooling.caller import SimulatedCaller
+from cadence.tooling.emulators.openai import FakeOpenAI, RawEvents, Silent, Status, Stream
 
 KEY_ENV = "CADENCE_TEST_OPENAI_KEY"
 KEY = "sk-cadence-test-7f3a9c21e8b64d05"
@@ -307,7 +307,7 @@ async def test_a_session_on_the_openai_backend_answers_spoken_questions(
 
 def test_the_first_piece_benchmark_prints_its_figure() -> None:
     run = subprocess.run(
-        [sys.executable, "-m", "tooling.bench.openai_first_piece", "--turns", "3"],
+        [sys.executable, "-m", "cadence.tooling.bench.openai_first_piece", "--turns", "3"],
         capture_output=True,
         text=True,
         timeout=60,

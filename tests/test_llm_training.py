@@ -8,12 +8,18 @@ import llm_tiny
 import pytest
 import torch
 
-from llm.backends import create_generator
-from llm.checkpoint import CheckpointError, load_model, resolve_checkpoint, save_model
-from llm.options import LLMOptions
-from llm.tokenizer import SPECIAL_TOKENS, DialogueTokenizer
-from tooling.training.corpus import write_dialogues
-from tooling.training.trainer import FINAL_MODEL, Objective, TrainOptions, TrainProgress, train
+from cadence.llm.backends import create_generator
+from cadence.llm.checkpoint import CheckpointError, load_model, resolve_checkpoint, save_model
+from cadence.llm.options import LLMOptions
+from cadence.llm.tokenizer import SPECIAL_TOKENS, DialogueTokenizer
+from cadence.tooling.training.corpus import write_dialogues
+from cadence.tooling.training.trainer import (
+    FINAL_MODEL,
+    Objective,
+    TrainOptions,
+    TrainProgress,
+    train,
+)
 
 TEXTS = [
     "Hello, how can I help you today?",

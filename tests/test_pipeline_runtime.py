@@ -7,14 +7,14 @@ import logging
 
 import pytest
 
-from pipeline.frames import (
+from cadence.pipeline.frames import (
     EndFrame,
     Frame,
     InterruptFrame,
     TextPieceFrame,
 )
-from pipeline.pipeline import Pipeline, PipelineClosedError, StageFailedError
-from pipeline.stage import Stage
+from cadence.pipeline.pipeline import Pipeline, PipelineClosedError, StageFailedError
+from cadence.pipeline.stage import Stage
 
 
 def piece(i: int) -> TextPieceFrame:

@@ -13,12 +13,18 @@ import pytest
 from matplotlib.image import imread
 from typer.testing import CliRunner
 
-from core.clock import VirtualClock
-from pipeline.config import BudgetConfig
-from pipeline.tracing import AnchorEvent, DiscardedWork, JSONLTraceSink, LatencyTracer, TurnTrace
-from pipeline.tracing.turn_trace import Annotation
-from tooling.cli.app import app
-from tooling.report import (
+from cadence.core.clock import VirtualClock
+from cadence.pipeline.config import BudgetConfig
+from cadence.pipeline.tracing import (
+    AnchorEvent,
+    DiscardedWork,
+    JSONLTraceSink,
+    LatencyTracer,
+    TurnTrace,
+)
+from cadence.pipeline.tracing.turn_trace import Annotation
+from cadence.tooling.cli.app import app
+from cadence.tooling.report import (
     REPORT_FILE,
     RUN_FILE,
     SUMMARY_FILE,
@@ -26,7 +32,7 @@ from tooling.report import (
     VariantSummary,
     build_report,
 )
-from tooling.report.plots import PLOTS
+from cadence.tooling.report.plots import PLOTS
 
 A = AnchorEvent
 STT_SPANS = (-50.0, 50.0, 150.0, 250.0, 350.0)

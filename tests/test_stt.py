@@ -11,9 +11,9 @@ from collector import Collector
 from models import transcriber
 from speech_data import clips, with_pause, with_silence
 
-from core.clock import MonotonicClock
-from pipeline.config import VADConfig
-from pipeline.frames import (
+from cadence.core.clock import MonotonicClock
+from cadence.pipeline.config import VADConfig
+from cadence.pipeline.frames import (
     AudioInFrame,
     EndpointFrame,
     FinalTranscriptFrame,
@@ -21,11 +21,11 @@ from pipeline.frames import (
     PartialTranscriptFrame,
     SpeculationDiscardedFrame,
 )
-from pipeline.pipeline import Pipeline
-from pipeline.stages import STTStage, VADStage
-from voice.model_errors import ModelUnavailableError
-from voice.stt import load_transcriber, normalize_transcript, word_error_rate
-from voice.stt.transcriber import WhisperOptions
+from cadence.pipeline.pipeline import Pipeline
+from cadence.pipeline.stages import STTStage, VADStage
+from cadence.voice.model_errors import ModelUnavailableError
+from cadence.voice.stt import load_transcriber, normalize_transcript, word_error_rate
+from cadence.voice.stt.transcriber import WhisperOptions
 
 
 def test_normalisation_of_case_punctuation_and_numbers() -> None:

@@ -14,9 +14,9 @@ from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
-from core.clock import VirtualClock
-from pipeline.config import TracingConfig
-from pipeline.tracing import (
+from cadence.core.clock import VirtualClock
+from cadence.pipeline.config import TracingConfig
+from cadence.pipeline.tracing import (
     AnchorEvent,
     JSONLTraceSink,
     LatencyTracer,

@@ -10,20 +10,20 @@ import pytest
 from collector import Collector
 from models import synthesizer, transcriber
 
-from pipeline.frames import (
+from cadence.pipeline.frames import (
     AudioOutFrame,
     EndOfReplyFrame,
     Frame,
     ReplySynthesizedFrame,
     TextPieceFrame,
 )
-from pipeline.pipeline import Pipeline
-from pipeline.stage import Stage
-from pipeline.stages import TTSStage
-from voice.audio import resample
-from voice.model_errors import ModelUnavailableError
-from voice.stt import word_error_rate
-from voice.tts import PhraseSplitter, load_synthesizer
+from cadence.pipeline.pipeline import Pipeline
+from cadence.pipeline.stage import Stage
+from cadence.pipeline.stages import TTSStage
+from cadence.voice.audio import resample
+from cadence.voice.model_errors import ModelUnavailableError
+from cadence.voice.stt import word_error_rate
+from cadence.voice.tts import PhraseSplitter, load_synthesizer
 
 
 def split(pieces: list[str], first_max_words: int = 6) -> list[str]:

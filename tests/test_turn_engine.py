@@ -9,13 +9,13 @@ from dataclasses import dataclass, field
 import pytest
 from speech_data import clip, with_pause
 
-from core.clock import MonotonicClock
-from pipeline.config import CadenceConfig, TracingConfig
-from pipeline.frames import Frame, SpeechStartFrame
-from pipeline.session import VoiceSession
-from pipeline.tracing import AnchorEvent, MemoryTraceSink
-from tooling.caller import SimulatedCaller
-from tooling.recording_output import RecordingAudioOutput
+from cadence.core.clock import MonotonicClock
+from cadence.pipeline.config import CadenceConfig, TracingConfig
+from cadence.pipeline.frames import Frame, SpeechStartFrame
+from cadence.pipeline.session import VoiceSession
+from cadence.pipeline.tracing import AnchorEvent, MemoryTraceSink
+from cadence.tooling.caller import SimulatedCaller
+from cadence.tooling.recording_output import RecordingAudioOutput
 
 A = AnchorEvent
 

@@ -1,5 +1,5 @@
-"""The ``/twilio`` endpoint end to end: a Twilio emulator (``tooling.emulators.twilio``) calls a
-real server on loopback — real whisper, dLLM and Piper — on the real 8 kHz clips.
+"""The ``/twilio`` endpoint end to end: a Twilio emulator (``cadence.tooling.emulators.twilio``)
+calls a real server on loopback — real whisper, dLLM and Piper — on the real 8 kHz clips.
 
 Covers a call answered with paced media and marks, DTMF, barge-in (``clear``, and the
 history cut to the echoed marks), overlays chosen by ``customParameters``, every bad input
@@ -22,21 +22,21 @@ from web_harness import wait_until, web_config
 from websockets.asyncio.client import ClientConnection, connect
 from websockets.exceptions import ConnectionClosed
 
-from llm import Turn
-from pipeline.config import CadenceConfig
-from pipeline.events import (
+from cadence.llm import Turn
+from cadence.pipeline.config import CadenceConfig
+from cadence.pipeline.events import (
     AgentTextEvent,
     BargeInEvent,
     DTMFEvent,
     SessionEvent,
     TranscriptEvent,
 )
-from pipeline.session import VoiceSession
-from tooling.emulators.twilio import TwilioEmulator
-from voice.audio import level_db
-from voice.stt import word_error_rate
-from web.server import CadenceServer
-from web.transports import twilio as twilio_transport
+from cadence.pipeline.session import VoiceSession
+from cadence.tooling.emulators.twilio import TwilioEmulator
+from cadence.voice.audio import level_db
+from cadence.voice.stt import word_error_rate
+from cadence.web.server import CadenceServer
+from cadence.web.transports import twilio as twilio_transport
 
 CALLER = "osr_us_0034_8k_s01"
 BARGE_IN = "osr_us_0034_8k_s05"
@@ -179,7 +179,7 @@ async def test_custom_parameters_select_an_overlay(
 ) -> None:
     overlays = {"brisk": {"turn": {"hold_incomplete_ms": 0}}}
     config = CadenceConfig.model_validate(web_config().model_dump() | {"overlays": overlays})
-    caplog.set_level(logging.WARNING, logger="web.transports.twilio")
+    caplog.set_level(logging.WARNING, logger="cadence.web.transports.twilio")
     async with serving(config, events) as server:
         url = twilio_url(server)
         async with TwilioEmulator(url, custom_parameters={"overlay": "brisk"}) as phone:
@@ -215,7 +215,7 @@ async def _closed(websocket: ClientConnection) -> tuple[int | None, str]:
 async def test_bad_messages_in_a_stream_are_logged_and_ignored(
     server: CadenceServer, events: Events, caplog: pytest.LogCaptureFixture
 ) -> None:
-    caplog.set_level(logging.WARNING, logger="web.transports.twilio")
+    caplog.set_level(logging.WARNING, logger="cadence.web.transports.twilio")
     async with (
         TwilioPhone(twilio_url(server)) as other,
         TwilioPhone(twilio_url(server)) as phone,
@@ -281,7 +281,7 @@ async def test_a_stream_that_cannot_work_is_closed_with_the_reason(
 async def test_media_before_start_is_ignored_and_the_stream_then_starts(
     server: CadenceServer, caplog: pytest.LogCaptureFixture
 ) -> None:
-    caplog.set_level(logging.WARNING, logger="web.transports.twilio")
+    caplog.set_level(logging.WARNING, logger="cadence.web.transports.twilio")
     async with connect(twilio_url(server)) as websocket:
         await websocket.send(json.dumps({"event": "media", "media": {"payload": "//8="}}))
         await websocket.send(_start("MZlate"))

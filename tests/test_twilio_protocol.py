@@ -10,11 +10,11 @@ import re
 import numpy as np
 import pytest
 
-from pipeline.frames import AudioOutFrame
-from pipeline.playback_ledger import PlaybackLedger
-from pipeline.stages.playout import PlaybackConfirmingOutput
-from voice.audio import ulaw_decode
-from web.serializers.twilio import (
+from cadence.pipeline.frames import AudioOutFrame
+from cadence.pipeline.playback_ledger import PlaybackLedger
+from cadence.pipeline.stages.playout import PlaybackConfirmingOutput
+from cadence.voice.audio import ulaw_decode
+from cadence.web.serializers.twilio import (
     MAX_MESSAGE_BYTES,
     ClearMessage,
     ConnectedMessage,
@@ -29,7 +29,7 @@ from web.serializers.twilio import (
     encode,
     parse_message,
 )
-from web.transports.twilio import TwilioAudioOutput
+from cadence.web.transports.twilio import TwilioAudioOutput
 
 # Messages as Twilio sends them (shapes from its Media Streams documentation).
 START = {

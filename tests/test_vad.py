@@ -7,8 +7,8 @@ import pytest
 from collector import Collector
 from speech_data import clips, speech_bounds_ms, with_pause, with_silence
 
-from pipeline.config import VADConfig
-from pipeline.frames import (
+from cadence.pipeline.config import VADConfig
+from cadence.pipeline.frames import (
     AudioInFrame,
     EndpointFrame,
     Frame,
@@ -16,9 +16,9 @@ from pipeline.frames import (
     SpeechResumedFrame,
     SpeechStartFrame,
 )
-from pipeline.pipeline import Pipeline, StageFailedError
-from pipeline.stages import VADStage
-from voice.vad import Endpointer, VADEventKind
+from cadence.pipeline.pipeline import Pipeline, StageFailedError
+from cadence.pipeline.stages import VADStage
+from cadence.voice.vad import Endpointer, VADEventKind
 
 K = VADEventKind
 

@@ -11,8 +11,8 @@ import pytest
 import soundfile
 from speech_data import clip
 
-from voice.audio import float_to_pcm16, pcm16_to_float
-from voice.audio.wavfile import AudioFileError, read_audio
+from cadence.voice.audio import float_to_pcm16, pcm16_to_float
+from cadence.voice.audio.wavfile import AudioFileError, read_audio
 
 SPEECH = clip("sb_spk1_snt1")
 

@@ -12,10 +12,10 @@ import pytest
 from aiortc import MediaStreamError
 from av import AudioFrame
 
-from pipeline.frames import AudioOutFrame
-from voice.audio import PCM16
-from web.transports import PacedAudioTrack
-from web.transports.webrtc import mono_pcm16
+from cadence.pipeline.frames import AudioOutFrame
+from cadence.voice.audio import PCM16
+from cadence.web.transports import PacedAudioTrack
+from cadence.web.transports.webrtc import mono_pcm16
 
 
 def ramp(n: int, start: int = 1) -> PCM16:

@@ -27,9 +27,9 @@ from web_harness import (
     web_config,
 )
 
-from pipeline.tracing import STAGE_LATENCIES, TurnTrace
-from voice.stt import word_error_rate
-from web.server import CadenceServer
+from cadence.pipeline.tracing import STAGE_LATENCIES, TurnTrace
+from cadence.voice.stt import word_error_rate
+from cadence.web.server import CadenceServer
 
 pytestmark = pytest.mark.skipif(
     not CHROMIUM.exists(), reason="needs Chromium at /usr/bin/chromium (make test installs it)"

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from pipeline.tracing import AnchorEvent, DiscardedWork, TurnTrace
-from web.metrics import ServerMetrics
+from cadence.pipeline.tracing import AnchorEvent, DiscardedWork, TurnTrace
+from cadence.web.metrics import ServerMetrics
 
 A = AnchorEvent
 

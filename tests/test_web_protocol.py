@@ -24,15 +24,15 @@ from web_harness import free_port, running_server, wait_until, web_config
 from websockets.asyncio.client import ClientConnection, connect
 from websockets.exceptions import ConnectionClosed
 
-from pipeline.config import render_config
-from pipeline.frames import Frame
-from pipeline.stages import VADStage
-from voice.audio import resample
-from web.server import CadenceServer
-from web.signaling import MAX_MESSAGE_BYTES, CloseCode
-from web.transports import PacedAudioTrack
-from web.transports import webrtc as webrtc_transport
-from web.transports.webrtc import SIGNALING_PATH, WebRTCCall
+from cadence.pipeline.config import render_config
+from cadence.pipeline.frames import Frame
+from cadence.pipeline.stages import VADStage
+from cadence.voice.audio import resample
+from cadence.web.server import CadenceServer
+from cadence.web.signaling import MAX_MESSAGE_BYTES, CloseCode
+from cadence.web.transports import PacedAudioTrack
+from cadence.web.transports import webrtc as webrtc_transport
+from cadence.web.transports.webrtc import SIGNALING_PATH, WebRTCCall
 
 
 @pytest.fixture

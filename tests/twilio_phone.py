@@ -4,8 +4,8 @@ bench ships carries no code that only a test calls."""
 
 from __future__ import annotations
 
-from tooling.emulators.twilio import TwilioEmulator
-from web.serializers.twilio import DTMF, DTMFMessage
+from cadence.tooling.emulators.twilio import TwilioEmulator
+from cadence.web.serializers.twilio import DTMF, DTMFMessage
 
 
 class TwilioPhone(TwilioEmulator):

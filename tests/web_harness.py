@@ -13,10 +13,10 @@ from pathlib import Path
 import numpy as np
 from playwright.async_api import Page, async_playwright
 
-from pipeline.config import CadenceConfig, ServerConfig, TracingConfig
-from voice.audio import PCM16, resample
-from voice.audio.wavfile import write_wav
-from web.server import CadenceServer
+from cadence.pipeline.config import CadenceConfig, ServerConfig, TracingConfig
+from cadence.voice.audio import PCM16, resample
+from cadence.voice.audio.wavfile import write_wav
+from cadence.web.server import CadenceServer
 
 CHROMIUM = Path("/usr/bin/chromium")
 ARTIFACTS = Path(__file__).parent.parent / "test-artifacts" / "web"

@@ -6,8 +6,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from pipeline.session import SAMPLE_RATE, VoiceSession
-from voice.audio import PCM16
+from cadence.pipeline.session import SAMPLE_RATE, VoiceSession
+from cadence.voice.audio import PCM16
 
 FRAME = SAMPLE_RATE // 50  # 20 ms
 

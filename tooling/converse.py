@@ -9,14 +9,14 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from core.clock import MonotonicClock
-from llm import Turn
-from pipeline.config import CadenceConfig
-from pipeline.frames import EndOfReplyFrame, Frame
-from pipeline.session import VoiceSession
-from tooling.caller import SimulatedCaller
-from tooling.recording_output import RecordingAudioOutput
-from voice.audio import PCM16
+from cadence.core.clock import MonotonicClock
+from cadence.llm import Turn
+from cadence.pipeline.config import CadenceConfig
+from cadence.pipeline.frames import EndOfReplyFrame, Frame
+from cadence.pipeline.session import VoiceSession
+from cadence.tooling.caller import SimulatedCaller
+from cadence.tooling.recording_output import RecordingAudioOutput
+from cadence.voice.audio import PCM16
 
 
 @dataclass(frozen=True)

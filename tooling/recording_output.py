@@ -7,9 +7,9 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from core.clock import Clock
-from pipeline.frames import AudioOutFrame
-from voice.audio import PCM16
+from cadence.core.clock import Clock
+from cadence.pipeline.frames import AudioOutFrame
+from cadence.voice.audio import PCM16
 
 
 @dataclass(frozen=True)

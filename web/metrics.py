@@ -12,7 +12,7 @@ from enum import StrEnum
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
 from prometheus_client.exposition import CONTENT_TYPE_LATEST
 
-from pipeline.tracing import ALL_LATENCIES, AnchorEvent, TurnTrace
+from cadence.pipeline.tracing import ALL_LATENCIES, AnchorEvent, TurnTrace
 
 CONTENT_TYPE = CONTENT_TYPE_LATEST
 

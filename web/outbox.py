@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from websockets.asyncio.connection import Connection
 from websockets.exceptions import ConnectionClosed
 
-from web.signaling import CloseCode
+from cadence.web.signaling import CloseCode
 
 
 @dataclass(frozen=True)

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from pipeline.events import (
+from cadence.pipeline.events import (
     AgentTextEvent,
     BargeInEvent,
     ReplyPlayedEvent,

@@ -22,9 +22,9 @@ from urllib.parse import unquote, urlsplit
 from websockets.datastructures import Headers
 from websockets.http11 import Request, Response
 
-from web.access import AccessPolicy, Refusal
-from web.metrics import CONTENT_TYPE as METRICS_CONTENT_TYPE
-from web.metrics import ServerMetrics
+from cadence.web.access import AccessPolicy, Refusal
+from cadence.web.metrics import CONTENT_TYPE as METRICS_CONTENT_TYPE
+from cadence.web.metrics import ServerMetrics
 
 logger = logging.getLogger(__name__)
 

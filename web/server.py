@@ -27,19 +27,19 @@ from urllib.parse import urlsplit
 from websockets.asyncio.server import Server, ServerConnection, serve
 from websockets.http11 import Request, Response
 
-from pipeline.agent import Agent
-from pipeline.config import CadenceConfig
-from pipeline.config.schema import audiosocket_address
-from pipeline.events import EventHandler
-from web.access import AccessPolicy, Secrets, without_credentials
-from web.metrics import ServerMetrics
-from web.routes import Routes
-from web.signaling import MAX_MESSAGE_BYTES
-from web.transports import twilio, webrtc
-from web.transports.admission import Admission
-from web.transports.audiosocket import AudioSocketListener
-from web.transports.call import CLOSE_TIMEOUT_S, Call, CallContext
-from web.transports.entry import WebsocketEntry
+from cadence.pipeline.agent import Agent
+from cadence.pipeline.config import CadenceConfig
+from cadence.pipeline.config.schema import audiosocket_address
+from cadence.pipeline.events import EventHandler
+from cadence.web.access import AccessPolicy, Secrets, without_credentials
+from cadence.web.metrics import ServerMetrics
+from cadence.web.routes import Routes
+from cadence.web.signaling import MAX_MESSAGE_BYTES
+from cadence.web.transports import twilio, webrtc
+from cadence.web.transports.admission import Admission
+from cadence.web.transports.audiosocket import AudioSocketListener
+from cadence.web.transports.call import CLOSE_TIMEOUT_S, Call, CallContext
+from cadence.web.transports.entry import WebsocketEntry
 
 WEBSOCKET_TRANSPORTS: tuple[WebsocketEntry, ...] = (webrtc.ENTRY, twilio.ENTRY)
 """The websocket transports the server routes to. Should two declare one path, the later

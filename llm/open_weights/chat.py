@@ -3,7 +3,7 @@
 Both families were fine-tuned on ChatML: ``<|im_start|>role\\ncontent<|im_end|>\\n`` per
 message, the reply starting after ``<|im_start|>assistant\\n``. Cadence renders it in code
 rather than by running the directory's Jinja ``chat_template`` (whose ChatML markers
-:mod:`llm.open_weights.checks` confirms), because
+:mod:`cadence.llm.open_weights.checks` confirms), because
 
 * turns are encoded one by one and concatenated, so a new turn's prompt starts with exactly
   the ids of the previous one and the conversation's KV cache is reused across turns; the
@@ -23,8 +23,8 @@ from collections.abc import Sequence
 
 from tokenizers import Tokenizer
 
-from llm.dialogue import Turn
-from llm.open_weights.families import IM_END, IM_START, QWEN_CONTROL_IDS
+from cadence.llm.dialogue import Turn
+from cadence.llm.open_weights.families import IM_END, IM_START, QWEN_CONTROL_IDS
 
 SYSTEM_PROMPT = (
     "You are a helpful voice assistant on a phone call. Reply in one or two short, "

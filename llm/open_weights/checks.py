@@ -14,8 +14,8 @@ from typing import Any
 
 from tokenizers import Tokenizer
 
-from llm.open_weights.families import QWEN_CONTROL_IDS, STOP_TOKENS, Family
-from llm.open_weights.files import CONFIG, TOKENIZER, TOKENIZER_CONFIG, OpenWeightsError
+from cadence.llm.open_weights.families import QWEN_CONTROL_IDS, STOP_TOKENS, Family
+from cadence.llm.open_weights.files import CONFIG, TOKENIZER, TOKENIZER_CONFIG, OpenWeightsError
 
 BLOCK_SIZE_KEY = "models.llm.block_size"
 

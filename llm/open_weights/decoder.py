@@ -1,5 +1,5 @@
 """Block-diffusion decoding of an open-weight checkpoint, with the conversation's KV cache and
-early emission — the same contract as :class:`llm.block_diffusion.BlockDiffusionDecoder`, so
+early emission — the same contract as :class:`cadence.llm.block_diffusion.BlockDiffusionDecoder`, so
 the turn engine, tracing and barge-in see no difference.
 
 Blocks are counted from position 0 of the conversation, as the checkpoints were trained: the
@@ -7,12 +7,12 @@ prompt's whole blocks are prefilled with block-causal attention (and cached), th
 tokens left over start the first decode block, and the reply fills the rest of it and the
 blocks after it. Each denoising step is one forward of the current block over the cache; its
 first step also carries the tokens not cached yet (the previous block, or the prompt), which
-then enter the cache. :func:`kernels.commit_decision` commits every masked position at least
-τ confident and at least the most confident one (:mod:`llm.commit_rule`); a block running late
-lowers τ (:func:`llm.commit_rule.deadline_threshold`). Fast-dLLM v2 commits sub-block by
-sub-block, left to right, as its reference decoder does. A reply ends at the first stop token
+then enter the cache. :func:`cadence.kernels.commit_decision` commits every masked position at least
+τ confident and at least the most confident one (:mod:`cadence.llm.commit_rule`); a block running
+late lowers τ (:func:`cadence.llm.commit_rule.deadline_threshold`). Fast-dLLM v2 commits sub-block
+by sub-block, left to right, as its reference decoder does. A reply ends at the first stop token
 committed with nothing masked before it; the contiguous committed prefix goes out at word
-boundaries (:class:`llm.emission.WordEmitter`).
+boundaries (:class:`cadence.llm.emission.WordEmitter`).
 """
 
 from __future__ import annotations
@@ -22,17 +22,17 @@ from dataclasses import dataclass
 
 import torch
 
-import kernels
-from core.clock import Clock
-from kernels import CommitDecision
-from llm.attention_masks import step_mask
-from llm.block_diffusion import block_threshold, emit_committed, final_pieces
-from llm.conversation_cache import ConversationCache
-from llm.decoding import DecodingOptions, ReplyStats
-from llm.emission import ReplyPiece, WordEmitter
-from llm.open_weights.chat import ChatFormat
-from llm.open_weights.families import IM_START, QWEN_CONTROL_IDS, STOP_TOKENS, Family
-from llm.open_weights.network import QwenForCausalLM
+from cadence import kernels
+from cadence.core.clock import Clock
+from cadence.kernels import CommitDecision
+from cadence.llm.attention_masks import step_mask
+from cadence.llm.block_diffusion import block_threshold, emit_committed, final_pieces
+from cadence.llm.conversation_cache import ConversationCache
+from cadence.llm.decoding import DecodingOptions, ReplyStats
+from cadence.llm.emission import ReplyPiece, WordEmitter
+from cadence.llm.open_weights.chat import ChatFormat
+from cadence.llm.open_weights.families import IM_START, QWEN_CONTROL_IDS, STOP_TOKENS, Family
+from cadence.llm.open_weights.network import QwenForCausalLM
 
 
 @dataclass

@@ -1,7 +1,7 @@
 """The open-weight block-diffusion families Cadence runs, and the facts each is known by.
 
 The facts come from the model cards and the reference decoding code of each family, never
-from code inside a model directory; :mod:`llm.open_weights.checks` confirms them against the
+from code inside a model directory; :mod:`cadence.llm.open_weights.checks` confirms them against the
 directory's own files when it is loaded.
 
 * **Fast-dLLM v2** (NVlabs; Qwen2.5 Instruct adapted to block diffusion): architecture
@@ -29,7 +29,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from llm.open_weights.files import CONFIG, OpenWeightsError
+from cadence.llm.open_weights.files import CONFIG, OpenWeightsError
 
 END_OF_TEXT = "<|endoftext|>"
 IM_START = "<|im_start|>"

@@ -17,7 +17,7 @@ from typing import Any
 import torch
 from safetensors import safe_open
 
-from llm.checkpoint import CONFIG_KEY, CheckpointError
+from cadence.llm.checkpoint import CONFIG_KEY, CheckpointError
 
 CONFIG = "config.json"
 TOKENIZER = "tokenizer.json"

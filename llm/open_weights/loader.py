@@ -13,14 +13,14 @@ from pathlib import Path
 import torch
 from tokenizers import Tokenizer
 
-from core.clock import Clock, MonotonicClock
-from llm.checkpoint import CheckpointError
-from llm.generator import DecoderTurnGenerator, GeneratorOptions
-from llm.open_weights import checks
-from llm.open_weights.chat import ChatFormat, ChatTokenizer
-from llm.open_weights.decoder import OpenWeightsDecoder, OpenWeightsModel
-from llm.open_weights.families import Family, detect_family
-from llm.open_weights.files import (
+from cadence.core.clock import Clock, MonotonicClock
+from cadence.llm.checkpoint import CheckpointError
+from cadence.llm.generator import DecoderTurnGenerator, GeneratorOptions
+from cadence.llm.open_weights import checks
+from cadence.llm.open_weights.chat import ChatFormat, ChatTokenizer
+from cadence.llm.open_weights.decoder import OpenWeightsDecoder, OpenWeightsModel
+from cadence.llm.open_weights.families import Family, detect_family
+from cadence.llm.open_weights.files import (
     CONFIG,
     TOKENIZER,
     TOKENIZER_CONFIG,
@@ -29,9 +29,9 @@ from llm.open_weights.files import (
     ModelDirectory,
     OpenWeightsError,
 )
-from llm.open_weights.network import QwenForCausalLM
-from llm.open_weights.shape import QwenShape
-from llm.options import LLMOptions
+from cadence.llm.open_weights.network import QwenForCausalLM
+from cadence.llm.open_weights.shape import QwenShape
+from cadence.llm.options import LLMOptions
 
 
 def open_weights_generator(

@@ -8,9 +8,9 @@ checkpoints' tensor names (``model.layers.N.self_attn.q_proj.weight`` …), so l
 strict name-for-name match and a tensor that is missing, extra or the wrong shape is reported
 by name.
 
-The forward has the contract of :class:`llm.model.Transformer` — who may attend to whom comes
-as a mask, the conversation's KV cache is extended in place — and attention goes through
-:func:`kernels.attention`.
+The forward has the contract of :class:`cadence.llm.model.Transformer` — who may attend to whom
+comes as a mask, the conversation's KV cache is extended in place — and attention goes through
+:func:`cadence.kernels.attention`.
 """
 
 from __future__ import annotations
@@ -19,9 +19,9 @@ import torch
 from torch import nn
 from torch.nn import functional
 
-import kernels
-from llm.kv_cache import KeyValueStore, KVCache
-from llm.open_weights.shape import QwenShape
+from cadence import kernels
+from cadence.llm.kv_cache import KeyValueStore, KVCache
+from cadence.llm.open_weights.shape import QwenShape
 
 
 def rotary_angles(

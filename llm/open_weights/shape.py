@@ -12,8 +12,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, NoReturn
 
-from llm.open_weights.families import Family
-from llm.open_weights.files import CONFIG, OpenWeightsError
+from cadence.llm.open_weights.families import Family
+from cadence.llm.open_weights.files import CONFIG, OpenWeightsError
 
 
 @dataclass(frozen=True)

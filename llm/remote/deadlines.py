@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from llm.options import OpenAIOptions
+from cadence.llm.options import OpenAIOptions
 
 
 class ReplyDeadlines:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import httpx2
 from pydantic import ValidationError
 
-from llm.remote.chunks import ServiceError
+from cadence.llm.remote.chunks import ServiceError
 
 _MAX_CHARS = 300
 

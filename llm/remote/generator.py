@@ -11,17 +11,17 @@ from contextlib import aclosing
 
 import httpx2
 
-from core.clock import Clock, MonotonicClock
-from llm.checkpoint import CheckpointError
-from llm.dialogue import Turn
-from llm.emission import ReplyPiece
-from llm.options import OpenAIOptions
-from llm.remote.chunks import DONE, ServiceError, chunk_text, error_message
-from llm.remote.deadlines import ReplyDeadlines
-from llm.remote.failures import describe_failure
-from llm.remote.messages import chat_messages
-from llm.remote.sse import EventStreamDecoder
-from llm.remote.words import WordBuffer
+from cadence.core.clock import Clock, MonotonicClock
+from cadence.llm.checkpoint import CheckpointError
+from cadence.llm.dialogue import Turn
+from cadence.llm.emission import ReplyPiece
+from cadence.llm.options import OpenAIOptions
+from cadence.llm.remote.chunks import DONE, ServiceError, chunk_text, error_message
+from cadence.llm.remote.deadlines import ReplyDeadlines
+from cadence.llm.remote.failures import describe_failure
+from cadence.llm.remote.messages import chat_messages
+from cadence.llm.remote.sse import EventStreamDecoder
+from cadence.llm.remote.words import WordBuffer
 
 logger = logging.getLogger(__name__)
 

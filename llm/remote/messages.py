@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from llm.dialogue import Turn
+from cadence.llm.dialogue import Turn
 
 _ROLES = {"user": "user", "agent": "assistant"}
 

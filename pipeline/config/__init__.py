@@ -1,8 +1,8 @@
 """Configuration: typed models, a YAML loader with precise errors, and a commented renderer."""
 
-from pipeline.config.loader import ConfigError, load_config
-from pipeline.config.render import render_config, render_defaults
-from pipeline.config.schema import (
+from cadence.pipeline.config.loader import ConfigError, load_config
+from cadence.pipeline.config.render import render_config, render_defaults
+from cadence.pipeline.config.schema import (
     BudgetConfig,
     CadenceConfig,
     FaultsConfig,

@@ -18,7 +18,7 @@ from typing import Any
 import yaml
 from pydantic import BaseModel, ValidationError
 
-from pipeline.config.schema import CadenceConfig
+from cadence.pipeline.config.schema import CadenceConfig
 
 
 class ConfigError(ValueError):

@@ -18,8 +18,8 @@ from pydantic import (
     model_validator,
 )
 
-from core.options import Options
-from llm.options import LLMOptions
+from cadence.core.options import Options
+from cadence.llm.options import LLMOptions
 
 
 class STTConfig(Options):

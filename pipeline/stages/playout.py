@@ -14,16 +14,16 @@ from __future__ import annotations
 
 from typing import Protocol, runtime_checkable
 
-from core.clock import Clock
-from pipeline.frames import (
+from cadence.core.clock import Clock
+from cadence.pipeline.frames import (
     AudioOutFrame,
     EndOfReplyFrame,
     Frame,
     ReplyPhraseFrame,
     TurnCommittedFrame,
 )
-from pipeline.playback_ledger import PlaybackLedger
-from pipeline.stage import Stage
+from cadence.pipeline.playback_ledger import PlaybackLedger
+from cadence.pipeline.stage import Stage
 
 DEFAULT_LEAD_MS = 60.0
 """How far ahead of real time audio is handed to the transport: enough to ride out a late

@@ -22,8 +22,8 @@ from collections import deque
 
 import numpy as np
 
-from core.clock import Clock
-from pipeline.frames import (
+from cadence.core.clock import Clock
+from cadence.pipeline.frames import (
     AudioInFrame,
     EndpointFrame,
     FinalTranscriptFrame,
@@ -36,9 +36,9 @@ from pipeline.frames import (
     SpeechStartFrame,
     TranscriptFailedFrame,
 )
-from pipeline.stage import Stage
-from voice.audio.pcm import PCM16
-from voice.stt import Transcriber, Transcription
+from cadence.pipeline.stage import Stage
+from cadence.voice.audio.pcm import PCM16
+from cadence.voice.stt import Transcriber, Transcription
 
 logger = logging.getLogger(__name__)
 

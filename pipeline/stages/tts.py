@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from pipeline.frames import (
+from cadence.pipeline.frames import (
     AudioOutFrame,
     EndOfReplyFrame,
     Frame,
@@ -22,10 +22,10 @@ from pipeline.frames import (
     ReplySynthesizedFrame,
     TextPieceFrame,
 )
-from pipeline.stage import Stage
-from pipeline.stages._time_limits import arriving_within
-from voice.audio import PCM16, AudioFramer, StreamResampler
-from voice.tts import PhraseSplitter, Synthesizer
+from cadence.pipeline.stage import Stage
+from cadence.pipeline.stages._time_limits import arriving_within
+from cadence.voice.audio import PCM16, AudioFramer, StreamResampler
+from cadence.voice.tts import PhraseSplitter, Synthesizer
 
 FRAME_MS = 20
 

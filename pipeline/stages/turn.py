@@ -29,10 +29,10 @@ import re
 from contextlib import aclosing
 from dataclasses import dataclass
 
-from core.clock import Clock
-from llm import Turn, TurnGenerator
-from pipeline.config import FaultsConfig, TurnConfig
-from pipeline.frames import (
+from cadence.core.clock import Clock
+from cadence.llm import Turn, TurnGenerator
+from cadence.pipeline.config import FaultsConfig, TurnConfig
+from cadence.pipeline.frames import (
     BargeInFrame,
     EndOfReplyFrame,
     EndpointFrame,
@@ -48,9 +48,9 @@ from pipeline.frames import (
     TurnCommittedFrame,
     TurnWithdrawnFrame,
 )
-from pipeline.playback_ledger import PlaybackLedger
-from pipeline.stage import Stage
-from pipeline.stages._time_limits import arriving_within
+from cadence.pipeline.playback_ledger import PlaybackLedger
+from cadence.pipeline.stage import Stage
+from cadence.pipeline.stages._time_limits import arriving_within
 
 logger = logging.getLogger(__name__)
 

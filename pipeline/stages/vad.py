@@ -6,8 +6,8 @@ by the events it triggered: downstream stages see the audio before what was deci
 
 from __future__ import annotations
 
-from pipeline.config import VADConfig
-from pipeline.frames import (
+from cadence.pipeline.config import VADConfig
+from cadence.pipeline.frames import (
     AudioInFrame,
     EndpointFrame,
     Frame,
@@ -16,9 +16,9 @@ from pipeline.frames import (
     SpeechStartFrame,
     VADEventFrame,
 )
-from pipeline.stage import Stage
-from voice.audio import AudioFramer, level_db
-from voice.vad import Endpointer, VADEvent, VADEventKind, VoiceDetector, make_voice_detector
+from cadence.pipeline.stage import Stage
+from cadence.voice.audio import AudioFramer, level_db
+from cadence.voice.vad import Endpointer, VADEvent, VADEventKind, VoiceDetector, make_voice_detector
 
 
 class VADStage(Stage):

@@ -1,14 +1,14 @@
 """Per-turn latency tracing: anchor events in, JSON lines and OpenTelemetry spans out."""
 
-from pipeline.tracing.anchors import (
+from cadence.pipeline.tracing.anchors import (
     ALL_LATENCIES,
     STAGE_LATENCIES,
     VOICE_TO_VOICE,
     AnchorEvent,
     DerivedLatency,
 )
-from pipeline.tracing.session_tracer import session_tracer
-from pipeline.tracing.sinks import (
+from cadence.pipeline.tracing.session_tracer import session_tracer
+from cadence.pipeline.tracing.sinks import (
     JSONLTraceSink,
     MemoryTraceSink,
     OTelTraceSink,
@@ -16,8 +16,8 @@ from pipeline.tracing.sinks import (
     otlp_tracer_provider,
     read_traces,
 )
-from pipeline.tracing.tracer import LatencyTracer, TraceError
-from pipeline.tracing.turn_trace import DiscardedWork, TurnTrace
+from cadence.pipeline.tracing.tracer import LatencyTracer, TraceError
+from cadence.pipeline.tracing.turn_trace import DiscardedWork, TurnTrace
 
 __all__ = [
     "ALL_LATENCIES",

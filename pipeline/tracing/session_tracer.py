@@ -5,10 +5,15 @@ from __future__ import annotations
 from collections.abc import Sequence
 from pathlib import Path
 
-from core.clock import Clock
-from pipeline.config import TracingConfig
-from pipeline.tracing.sinks import JSONLTraceSink, OTelTraceSink, TraceSink, otlp_tracer_provider
-from pipeline.tracing.tracer import LatencyTracer
+from cadence.core.clock import Clock
+from cadence.pipeline.config import TracingConfig
+from cadence.pipeline.tracing.sinks import (
+    JSONLTraceSink,
+    OTelTraceSink,
+    TraceSink,
+    otlp_tracer_provider,
+)
+from cadence.pipeline.tracing.tracer import LatencyTracer
 
 
 def session_tracer(

@@ -15,9 +15,9 @@ from opentelemetry import trace
 from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.trace import Span, Tracer
 
-from core.clock import Clock
-from pipeline.tracing.anchors import STAGE_LATENCIES
-from pipeline.tracing.turn_trace import TurnTrace
+from cadence.core.clock import Clock
+from cadence.pipeline.tracing.anchors import STAGE_LATENCIES
+from cadence.pipeline.tracing.turn_trace import TurnTrace
 
 logger = logging.getLogger(__name__)
 

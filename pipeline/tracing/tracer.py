@@ -6,10 +6,10 @@ from __future__ import annotations
 import logging
 from collections.abc import Sequence
 
-from core.clock import Clock
-from pipeline.tracing.anchors import AnchorEvent
-from pipeline.tracing.sinks import TraceSink
-from pipeline.tracing.turn_trace import Annotation, DiscardedWork, TurnTrace
+from cadence.core.clock import Clock
+from cadence.pipeline.tracing.anchors import AnchorEvent
+from cadence.pipeline.tracing.sinks import TraceSink
+from cadence.pipeline.tracing.turn_trace import Annotation, DiscardedWork, TurnTrace
 
 logger = logging.getLogger(__name__)
 

@@ -10,8 +10,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from core.clock import Clock
-from pipeline.frames import (
+from cadence.core.clock import Clock
+from cadence.pipeline.frames import (
     AudioOutFrame,
     BargeInFrame,
     EndOfReplyFrame,
@@ -24,8 +24,8 @@ from pipeline.frames import (
     TurnCommittedFrame,
     TurnWithdrawnFrame,
 )
-from pipeline.tracing.anchors import AnchorEvent
-from pipeline.tracing.tracer import LatencyTracer
+from cadence.pipeline.tracing.anchors import AnchorEvent
+from cadence.pipeline.tracing.tracer import LatencyTracer
 
 A = AnchorEvent
 

@@ -10,7 +10,7 @@ from typing import Final, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, computed_field
 
-from pipeline.tracing.anchors import ALL_LATENCIES, AnchorEvent
+from cadence.pipeline.tracing.anchors import ALL_LATENCIES, AnchorEvent
 
 SCHEMA_ID: Final = "cadence.turn/1"
 

@@ -1,5 +1,5 @@
-"""``python -m tooling.bench.kernels``: the PyTorch references against the Triton kernels, per
-kernel, per decode step and per reply, printed as a table.
+"""``python -m cadence.tooling.bench.kernels``: the PyTorch references against the Triton kernels,
+per kernel, per decode step and per reply, printed as a table.
 
 On CPU only the references run, unless ``--interpreter``: then the Triton kernels run too, in
 Triton's interpreter, which checks that they run end to end but says nothing about their speed
@@ -30,14 +30,14 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
-import kernels
-from core.clock import MonotonicClock
-from kernels.dispatch import Backend
-from llm.block_diffusion import BlockDiffusionDecoder
-from llm.checkpoint import load_model
-from llm.decoding import DecodingOptions, ReplyStats
-from llm.dialogue import Turn
-from llm.graphed_decoder import GraphedBlockDiffusionDecoder
+from cadence import kernels
+from cadence.core.clock import MonotonicClock
+from cadence.kernels.dispatch import Backend
+from cadence.llm.block_diffusion import BlockDiffusionDecoder
+from cadence.llm.checkpoint import load_model
+from cadence.llm.decoding import DecodingOptions, ReplyStats
+from cadence.llm.dialogue import Turn
+from cadence.llm.graphed_decoder import GraphedBlockDiffusionDecoder
 
 INTERPRETER_CAPTION = (
     "Triton (interpreter) rows ran in Triton's interpreter on CPU: they show that the kernels"
@@ -228,7 +228,7 @@ def main(
     caption = INTERPRETER_CAPTION if interpreter and chosen_device.type == "cpu" else None
     Console(width=120).print(table(rows, title, caption))
     if report is not None:
-        command = " ".join(["python -m tooling.bench.kernels", *sys.argv[1:]])
+        command = " ".join(["python -m cadence.tooling.bench.kernels", *sys.argv[1:]])
         report.parent.mkdir(parents=True, exist_ok=True)
         report.write_text(markdown(rows, title, caption, command))
 

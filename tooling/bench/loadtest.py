@@ -2,8 +2,8 @@
 
 At each load level, ``sessions`` callers each place call after call through a real endpoint
 — ``/twilio`` with the Twilio emulator, or the browser demo's WebRTC call with an aiortc
-peer (``tooling.bench.runners``); one clip per call, the next clip in turn — until the level's
-minutes are up. Calls past ``server.max_sessions`` are refused by the server and
+peer (``cadence.tooling.bench.runners``); one clip per call, the next clip in turn — until the
+level's minutes are up. Calls past ``server.max_sessions`` are refused by the server and
 counted, not retried at once. Every few seconds the process is sampled: resident memory,
 open file descriptors, asyncio tasks, calls in progress. After the last level the server is
 closed and every task still alive is a leak.
@@ -22,13 +22,18 @@ from pathlib import Path
 
 import psutil
 
-from pipeline.config import CadenceConfig
-from pipeline.tracing import TurnTrace
-from pipeline.tracing.sinks import read_traces
-from tooling.bench.load import LevelResult, ResourceSample, level_name
-from tooling.bench.manifest import ManifestClip
-from tooling.bench.runners import CallRefusedError, CallRunner, TwilioTurnRunner, WebRTCTurnRunner
-from tooling.bench.turn_bench import Variant
+from cadence.pipeline.config import CadenceConfig
+from cadence.pipeline.tracing import TurnTrace
+from cadence.pipeline.tracing.sinks import read_traces
+from cadence.tooling.bench.load import LevelResult, ResourceSample, level_name
+from cadence.tooling.bench.manifest import ManifestClip
+from cadence.tooling.bench.runners import (
+    CallRefusedError,
+    CallRunner,
+    TwilioTurnRunner,
+    WebRTCTurnRunner,
+)
+from cadence.tooling.bench.turn_bench import Variant
 
 RUNNERS: dict[str, type[CallRunner]] = {"twilio": TwilioTurnRunner, "webrtc": WebRTCTurnRunner}
 

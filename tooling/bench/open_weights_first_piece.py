@@ -17,7 +17,7 @@ while the caller speaks.
 Torch runs on ``--threads`` CPU threads (1 by default): on the shared 2-core development
 machine two threads spin against other work and make a tiny model's steps ten times slower.
 
-Run: python -m tooling.bench.open_weights_first_piece [--turns 30] [--prefill] [--threads 1]
+Run: python -m cadence.tooling.bench.open_weights_first_piece [--turns 30] [--prefill] [--threads 1]
 """
 
 from __future__ import annotations
@@ -32,9 +32,9 @@ from pathlib import Path
 
 import torch
 
-from llm import DecoderTurnGenerator, Turn, create_generator
-from llm.options import LLMOptions
-from tooling.bench import tiny_open_weights as tiny
+from cadence.llm import DecoderTurnGenerator, Turn, create_generator
+from cadence.llm.options import LLMOptions
+from cadence.tooling.bench import tiny_open_weights as tiny
 
 
 async def first_piece_ms(

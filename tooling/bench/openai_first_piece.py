@@ -7,7 +7,7 @@ word boundary. The fake service (tooling/emulators/openai.py) answers at once, o
 its network round trip and its own first-token time on top. The first turn of a generator
 opens the connection; later turns reuse it (keep-alive), and are reported apart.
 
-Run: python -m tooling.bench.openai_first_piece [--turns 50] [--service-delay-ms 0]
+Run: python -m cadence.tooling.bench.openai_first_piece [--turns 50] [--service-delay-ms 0]
 """
 
 from __future__ import annotations
@@ -19,10 +19,10 @@ import statistics
 import sys
 import time
 
-from llm import Turn
-from llm.options import OpenAIOptions
-from llm.remote import create_openai_generator
-from tooling.emulators.openai import FakeOpenAI, Stream
+from cadence.llm import Turn
+from cadence.llm.options import OpenAIOptions
+from cadence.llm.remote import create_openai_generator
+from cadence.tooling.emulators.openai import FakeOpenAI, Stream
 
 KEY_ENV = "CADENCE_BENCH_OPENAI_KEY"
 REPLY = ("Sure, ", "I can book ", "a table for two ", "at seven tonight.")

@@ -29,12 +29,12 @@ from typing import Self
 
 from websockets.exceptions import ConnectionClosed
 
-from pipeline.config import ServerConfig
-from pipeline.events import SessionEndedEvent, SessionEvent, TraceEvent, TranscriptEvent
-from pipeline.session import VoiceSession
-from pipeline.tracing import TurnTrace
-from tooling.bench.manifest import ManifestClip
-from tooling.bench.turn_bench import (
+from cadence.pipeline.config import ServerConfig
+from cadence.pipeline.events import SessionEndedEvent, SessionEvent, TraceEvent, TranscriptEvent
+from cadence.pipeline.session import VoiceSession
+from cadence.pipeline.tracing import TurnTrace
+from cadence.tooling.bench.manifest import ManifestClip
+from cadence.tooling.bench.turn_bench import (
     LEAD_MS,
     MAX_REPLY_WAIT_MS,
     TAIL_MS,
@@ -42,14 +42,14 @@ from tooling.bench.turn_bench import (
     bench_config,
     with_ground_truth,
 )
-from tooling.emulators.browser import BrowserEmulator
-from tooling.emulators.twilio import TwilioEmulator
-from voice.audio.speech_bounds import speech_bounds_ms
-from voice.audio.wavfile import read_audio
-from web.serializers.twilio import SAMPLE_RATE as TELEPHONE_RATE
-from web.server import CadenceServer
-from web.signaling import CloseCode
-from web.transports.webrtc import SIGNALING_PATH
+from cadence.tooling.emulators.browser import BrowserEmulator
+from cadence.tooling.emulators.twilio import TwilioEmulator
+from cadence.voice.audio.speech_bounds import speech_bounds_ms
+from cadence.voice.audio.wavfile import read_audio
+from cadence.web.serializers.twilio import SAMPLE_RATE as TELEPHONE_RATE
+from cadence.web.server import CadenceServer
+from cadence.web.signaling import CloseCode
+from cadence.web.transports.webrtc import SIGNALING_PATH
 
 POLL_MS = 100.0
 SPEECH_RATE = 16000

@@ -2,7 +2,7 @@
 
 Decodes the same short clips one after another and as one batch (encoder alone, then
 encoder + greedy decode), with the embedded tiny.en model, and prints wall times.
-Run from the repository root: python -m tooling.bench.stt_batching [MANIFEST]
+Run from the repository root: python -m cadence.tooling.bench.stt_batching [MANIFEST]
 """
 
 from __future__ import annotations
@@ -14,11 +14,11 @@ from pathlib import Path
 import ctranslate2
 import numpy as np
 
-from pipeline.config import STTConfig
-from pipeline.model_loading import load_stt
-from tooling.bench.manifest import read_manifest
-from voice.audio import pcm16_to_float
-from voice.audio.wavfile import read_audio
+from cadence.pipeline.config import STTConfig
+from cadence.pipeline.model_loading import load_stt
+from cadence.tooling.bench.manifest import read_manifest
+from cadence.voice.audio import pcm16_to_float
+from cadence.voice.audio.wavfile import read_audio
 
 CLIPS = ["sb_spk1_snt1", "sb_spk1_snt2", "sb_spk1_snt3", "sb_spk1_snt4"]
 MANIFEST = Path("tests/data/speech/manifest.jsonl")

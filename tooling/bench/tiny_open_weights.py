@@ -10,8 +10,8 @@ The vocabulary therefore has to reach past the mask id, so the hidden sizes are 
 
 transformers' model classes import Triton, which must not be imported in the test process
 before ``tests/test_kernels_triton.py`` sets ``TRITON_INTERPRET``: the tests build the models
-in a subprocess (``python -m tooling.bench.tiny_open_weights ROOT``), which also saves transformers'
-logits for :func:`reference_ids` beside each model, as the reference.
+in a subprocess (``python -m cadence.tooling.bench.tiny_open_weights ROOT``), which also saves
+transformers' logits for :func:`reference_ids` beside each model, as the reference.
 """
 
 from __future__ import annotations
@@ -25,11 +25,11 @@ from typing import TYPE_CHECKING, Any
 import torch
 from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
 
-from llm.open_weights import FAST_DLLM_V2, SDAR, Family
+from cadence.llm.open_weights import FAST_DLLM_V2, SDAR, Family
 
 if TYPE_CHECKING:
     from transformers import PreTrainedModel
-from llm.open_weights.checks import family_tokens
+from cadence.llm.open_weights.checks import family_tokens
 
 TEXTS = (
     "Hello, I would like to book a table for two tonight.",
@@ -171,6 +171,6 @@ def write_json(path: Path, data: dict[str, Any]) -> None:
 
 if (
     __name__ == "__main__"
-):  # python -m tooling.bench.tiny_open_weights ROOT: every model, in ROOT/NAME
+):  # python -m cadence.tooling.bench.tiny_open_weights ROOT: every model, in ROOT/NAME
     for spec_name in SPECS:
         build(spec_name, Path(sys.argv[1]) / spec_name)

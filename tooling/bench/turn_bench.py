@@ -21,18 +21,18 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from core.clock import MonotonicClock
-from llm.options import LLMOptions
-from pipeline.config import CadenceConfig, TracingConfig
-from pipeline.frames import AudioOutFrame, FinalTranscriptFrame, Frame
-from pipeline.session import SAMPLE_RATE, VoiceSession
-from pipeline.tracing import AnchorEvent, MemoryTraceSink, TurnTrace
-from pipeline.tracing.turn_trace import Annotation
-from tooling.bench.manifest import ManifestClip
-from tooling.caller import SimulatedCaller
-from tooling.recording_output import RecordingAudioOutput
-from voice.audio.speech_bounds import speech_bounds_ms
-from voice.audio.wavfile import read_audio
+from cadence.core.clock import MonotonicClock
+from cadence.llm.options import LLMOptions
+from cadence.pipeline.config import CadenceConfig, TracingConfig
+from cadence.pipeline.frames import AudioOutFrame, FinalTranscriptFrame, Frame
+from cadence.pipeline.session import SAMPLE_RATE, VoiceSession
+from cadence.pipeline.tracing import AnchorEvent, MemoryTraceSink, TurnTrace
+from cadence.pipeline.tracing.turn_trace import Annotation
+from cadence.tooling.bench.manifest import ManifestClip
+from cadence.tooling.caller import SimulatedCaller
+from cadence.tooling.recording_output import RecordingAudioOutput
+from cadence.voice.audio.speech_bounds import speech_bounds_ms
+from cadence.voice.audio.wavfile import read_audio
 
 LEAD_MS = 1000.0
 TAIL_MS = 1000.0
@@ -84,7 +84,7 @@ class _TurnWatch:
 
 TurnRunner = Callable[[ManifestClip, Variant, str, int], Awaitable[list[TurnTrace]]]
 """Plays one clip as one user turn through some transport — ``run_turn`` in process, the
-Twilio runner of ``tooling.bench.runners`` over the real endpoint — and returns its traces,
+Twilio runner of ``cadence.tooling.bench.runners`` over the real endpoint — and returns its traces,
 ground truth written in by ``with_ground_truth``."""
 
 

@@ -2,8 +2,8 @@
 
 Each clip is padded with silence (1 s before, 1.5 s after) and streamed through VAD → STT in
 20 ms frames at the pace of speech, so every delay is what a caller would wait. The true end
-of speech comes from the clip's energy envelope (``voice.audio.speech_bounds``), not from the
-VAD under test. Then each agent reply is streamed word by word into TTS, timing its first
+of speech comes from the clip's energy envelope (``cadence.voice.audio.speech_bounds``), not from
+the VAD under test. Then each agent reply is streamed word by word into TTS, timing its first
 audio. With ``partials_ms`` the STT pass is repeated with live captions on, to show their
 cost side by side.
 """
@@ -18,9 +18,9 @@ from typing import Any
 
 import numpy as np
 
-from core.clock import MonotonicClock
-from pipeline.config import CadenceConfig
-from pipeline.frames import (
+from cadence.core.clock import MonotonicClock
+from cadence.pipeline.config import CadenceConfig
+from cadence.pipeline.frames import (
     AudioInFrame,
     AudioOutFrame,
     EndOfReplyFrame,
@@ -31,14 +31,14 @@ from pipeline.frames import (
     SpeculationDiscardedFrame,
     TextPieceFrame,
 )
-from pipeline.model_loading import load_stt, load_tts
-from pipeline.pipeline import Pipeline
-from pipeline.stages import STTStage, TTSStage, VADStage
-from tooling.bench.manifest import ManifestClip
-from tooling.bench.stats import percentiles
-from voice.audio.speech_bounds import speech_bounds_ms
-from voice.audio.wavfile import read_audio
-from voice.stt import word_error_rate
+from cadence.pipeline.model_loading import load_stt, load_tts
+from cadence.pipeline.pipeline import Pipeline
+from cadence.pipeline.stages import STTStage, TTSStage, VADStage
+from cadence.tooling.bench.manifest import ManifestClip
+from cadence.tooling.bench.stats import percentiles
+from cadence.voice.audio.speech_bounds import speech_bounds_ms
+from cadence.voice.audio.wavfile import read_audio
+from cadence.voice.stt import word_error_rate
 
 RATE = 16000
 LEAD_MS, TAIL_MS = 1000, 1500

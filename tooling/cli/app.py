@@ -6,7 +6,7 @@ import logging
 
 import typer
 
-from tooling.cli import (
+from cadence.tooling.cli import (
     bench_cmd,
     config_cmd,
     converse_cmd,

@@ -14,10 +14,10 @@ from pathlib import Path
 import typer
 from rich.console import Console
 
-from pipeline.config import CadenceConfig
-from pipeline.tracing import TurnTrace
-from tooling.bench.manifest import ManifestClip, read_manifest
-from tooling.bench.turn_bench import (
+from cadence.pipeline.config import CadenceConfig
+from cadence.pipeline.tracing import TurnTrace
+from cadence.tooling.bench.manifest import ManifestClip, read_manifest
+from cadence.tooling.bench.turn_bench import (
     ABLATIONS,
     TurnRunner,
     run_bench,
@@ -25,9 +25,9 @@ from tooling.bench.turn_bench import (
     variants,
     write_traces,
 )
-from tooling.bench.voice_bench import run_voice_bench, write_report
-from tooling.cli.config_option import CONFIG_OPTION, load_config_or_exit
-from tooling.report import build_report
+from cadence.tooling.bench.voice_bench import run_voice_bench, write_report
+from cadence.tooling.cli.config_option import CONFIG_OPTION, load_config_or_exit
+from cadence.tooling.report import build_report
 
 TRANSPORTS = ("direct", "twilio")
 
@@ -47,7 +47,7 @@ async def _run(
                 runners[name] = run_turn
             else:
                 # The composition root reaches up to web/ only when asked (see serve_cmd).
-                from tooling.bench.runners import TwilioTurnRunner
+                from cadence.tooling.bench.runners import TwilioTurnRunner
 
                 runners[name] = await stack.enter_async_context(TwilioTurnRunner())
         return await run_bench(

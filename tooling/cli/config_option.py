@@ -7,7 +7,7 @@ from pathlib import Path
 import typer
 from rich.console import Console
 
-from pipeline.config import CadenceConfig, ConfigError, load_config
+from cadence.pipeline.config import CadenceConfig, ConfigError, load_config
 
 EXIT_BAD_CONFIG = 2
 """Exit status of any command given an invalid configuration file."""

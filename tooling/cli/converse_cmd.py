@@ -8,11 +8,11 @@ from pathlib import Path
 
 import typer
 
-from pipeline.config import TracingConfig
-from pipeline.session import SAMPLE_RATE
-from tooling.cli.config_option import CONFIG_OPTION, load_config_or_exit
-from tooling.converse import converse as run_conversation
-from voice.audio.wavfile import read_audio, write_wav
+from cadence.pipeline.config import TracingConfig
+from cadence.pipeline.session import SAMPLE_RATE
+from cadence.tooling.cli.config_option import CONFIG_OPTION, load_config_or_exit
+from cadence.tooling.converse import converse as run_conversation
+from cadence.voice.audio.wavfile import read_audio, write_wav
 
 
 def converse(

@@ -10,7 +10,7 @@ import typer
 from rich.console import Console
 from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 
-from tooling.cli.config_option import CONFIG_OPTION, EXIT_BAD_CONFIG, load_config_or_exit
+from cadence.tooling.cli.config_option import CONFIG_OPTION, EXIT_BAD_CONFIG, load_config_or_exit
 
 DATA_DIR = Path("../shared/data/dialogue")
 DEFAULT_CORPORA = ("sgd_train", "taskmaster4", "woz2", "camrest676")
@@ -36,7 +36,7 @@ def train_command(
     threads: int | None = typer.Option(None, "--threads", help="Torch CPU threads."),
 ) -> None:
     """Train the block-diffusion model or the AR baseline, with checkpoints and resume."""
-    from tooling.training.trainer import TrainOptions, TrainProgress, train
+    from cadence.tooling.training.trainer import TrainOptions, TrainProgress, train
 
     if objective not in ("bd3", "ar"):
         raise typer.BadParameter("--objective must be bd3 or ar")
@@ -108,9 +108,9 @@ def distil_command(
 
     import torch
 
-    from llm.checkpoint import load_model
-    from tooling.training.corpus import read_dialogues, write_dialogues
-    from tooling.training.distillation import distil_dialogues
+    from cadence.llm.checkpoint import load_model
+    from cadence.tooling.training.corpus import read_dialogues, write_dialogues
+    from cadence.tooling.training.distillation import distil_dialogues
 
     if threads:
         torch.set_num_threads(threads)
@@ -153,9 +153,9 @@ def generate_command(
     import asyncio
     import json
 
-    from llm.backends import load_local_generator
-    from llm.checkpoint import CheckpointError
-    from llm.dialogue import Turn
+    from cadence.llm.backends import load_local_generator
+    from cadence.llm.checkpoint import CheckpointError
+    from cadence.llm.dialogue import Turn
 
     settings = load_config_or_exit(config).models.llm
     chosen = backend or settings.backend
@@ -217,10 +217,10 @@ def eval_lm_command(
     import torch
     from rich.table import Table
 
-    from llm.checkpoint import load_model
-    from llm.generator import GeneratorOptions
-    from tooling.training.corpus import read_dialogues
-    from tooling.training.evaluation import evaluate_backend
+    from cadence.llm.checkpoint import load_model
+    from cadence.llm.generator import GeneratorOptions
+    from cadence.tooling.training.corpus import read_dialogues
+    from cadence.tooling.training.evaluation import evaluate_backend
 
     torch.set_num_threads(threads)
     settings = load_config_or_exit(config).models.llm

@@ -15,10 +15,10 @@ from pathlib import Path
 import typer
 from rich.console import Console
 
-from tooling.bench.manifest import read_manifest
-from tooling.cli.bench_cmd import machine_description
-from tooling.cli.config_option import CONFIG_OPTION, load_config_or_exit
-from tooling.report.load_report import write_load_report
+from cadence.tooling.bench.manifest import read_manifest
+from cadence.tooling.cli.bench_cmd import machine_description
+from cadence.tooling.cli.config_option import CONFIG_OPTION, load_config_or_exit
+from cadence.tooling.report.load_report import write_load_report
 
 TRANSPORTS = ("twilio", "webrtc")
 
@@ -44,7 +44,7 @@ def loadtest(
     config: Path | None = CONFIG_OPTION,
 ) -> None:
     """Calls at every load level through the real endpoint; writes load.md and report.md."""
-    from tooling.bench.loadtest import run_levels
+    from cadence.tooling.bench.loadtest import run_levels
 
     if transport not in TRANSPORTS:
         raise typer.BadParameter(f"choose from {', '.join(TRANSPORTS)}", param_hint="--transport")

@@ -11,11 +11,11 @@ import typer
 from rich.console import Console
 from rich.markup import escape
 
-from pipeline.config import BudgetConfig
-from pipeline.tracing import read_traces
-from tooling.cli.bench_cmd import machine_description
-from tooling.cli.config_option import load_config_or_exit
-from tooling.report import REPORT_FILE, build_report, read_run_info
+from cadence.pipeline.config import BudgetConfig
+from cadence.pipeline.tracing import read_traces
+from cadence.tooling.cli.bench_cmd import machine_description
+from cadence.tooling.cli.config_option import load_config_or_exit
+from cadence.tooling.report import REPORT_FILE, build_report, read_run_info
 
 EXIT_NO_TRACES = 1
 """Exit status when the traces are missing, empty or not Cadence turn traces."""

@@ -15,9 +15,9 @@ import typer
 from pydantic import ValidationError
 from rich.console import Console
 
-from llm.checkpoint import CheckpointError
-from pipeline.config import ServerConfig, TelephonyConfig
-from tooling.cli.config_option import CONFIG_OPTION, EXIT_BAD_CONFIG, load_config_or_exit
+from cadence.llm.checkpoint import CheckpointError
+from cadence.pipeline.config import ServerConfig, TelephonyConfig
+from cadence.tooling.cli.config_option import CONFIG_OPTION, EXIT_BAD_CONFIG, load_config_or_exit
 
 
 def serve(
@@ -37,8 +37,8 @@ def serve(
     One port serves the page, WebRTC signaling (/ws), Twilio Media Streams (/twilio), /healthz
     and /metrics (Prometheus); with --audiosocket, a second one takes Asterisk's calls.
     """
-    from web.access import AccessConfigError
-    from web.server import serve_until_stopped
+    from cadence.web.access import AccessConfigError
+    from cadence.web.server import serve_until_stopped
 
     if logging.getLogger().getEffectiveLevel() > logging.DEBUG:
         # Both log every HTTP request and every ICE candidate pair at INFO.

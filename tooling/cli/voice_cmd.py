@@ -10,12 +10,12 @@ import numpy as np
 import typer
 from rich.console import Console
 
-from pipeline.model_loading import load_stt, load_tts
-from tooling.cli.config_option import CONFIG_OPTION, load_config_or_exit
-from voice.audio import resample
-from voice.audio.wavfile import AudioFileError, read_audio, write_wav
-from voice.model_errors import ModelUnavailableError
-from voice.stt.transcriber import SAMPLE_RATE
+from cadence.pipeline.model_loading import load_stt, load_tts
+from cadence.tooling.cli.config_option import CONFIG_OPTION, load_config_or_exit
+from cadence.voice.audio import resample
+from cadence.voice.audio.wavfile import AudioFileError, read_audio, write_wav
+from cadence.voice.model_errors import ModelUnavailableError
+from cadence.voice.stt.transcriber import SAMPLE_RATE
 
 EXIT_BAD_INPUT = 3
 """Exit status when an input file or a configured model cannot be used."""

@@ -22,9 +22,9 @@ from av import AudioFrame
 from websockets.asyncio.client import ClientConnection, connect
 from websockets.exceptions import ConnectionClosed
 
-from pipeline.tracing import TurnTrace
-from voice.audio import PCM16, level_db, resample
-from web.transports.audio_track import PacedAudioTrack
+from cadence.pipeline.tracing import TurnTrace
+from cadence.voice.audio import PCM16, level_db, resample
+from cadence.web.transports.audio_track import PacedAudioTrack
 
 HEARD_DB = -45.0
 """A received frame louder than this is reply audio (silence decodes to near digital zero)."""

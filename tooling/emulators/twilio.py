@@ -27,8 +27,8 @@ import numpy as np
 from websockets.asyncio.client import ClientConnection, connect
 from websockets.exceptions import ConnectionClosed
 
-from voice.audio import PCM16, resample, ulaw_decode, ulaw_encode
-from web.serializers.twilio import (
+from cadence.voice.audio import PCM16, resample, ulaw_decode, ulaw_encode
+from cadence.web.serializers.twilio import (
     SAMPLE_RATE,
     TELEPHONE_FORMAT,
     ClearMessage,
@@ -75,7 +75,7 @@ class TwilioEmulator:
         headers: dict[str, str] | None = None,
     ) -> None:
         """``headers`` go with the websocket's handshake: a token's ``Authorization``, or the
-        ``X-Twilio-Signature`` Twilio signs it with (see ``web.access``)."""
+        ``X-Twilio-Signature`` Twilio signs it with (see ``cadence.web.access``)."""
         self.url = url
         self.headers = headers or {}
         self.stream_sid = stream_sid or f"MZ{uuid.uuid4().hex}"

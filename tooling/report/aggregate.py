@@ -10,19 +10,19 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from pipeline.config import BudgetConfig
-from pipeline.tracing import VOICE_TO_VOICE, AnchorEvent, TurnTrace
-from tooling.bench.stats import percentiles
-from tooling.report.stages import STAGE_NAMES
-from tooling.report.summary import (
+from cadence.pipeline.config import BudgetConfig
+from cadence.pipeline.tracing import VOICE_TO_VOICE, AnchorEvent, TurnTrace
+from cadence.tooling.bench.stats import percentiles
+from cadence.tooling.report.stages import STAGE_NAMES
+from cadence.tooling.report.summary import (
     DiscardedStats,
     LatencyStats,
     ReportSummary,
     SpeculationCounts,
     VariantSummary,
 )
-from tooling.report.variants import group_by_variant, primary_variant
-from voice.stt import word_error_rate
+from cadence.tooling.report.variants import group_by_variant, primary_variant
+from cadence.voice.stt import word_error_rate
 
 
 def summarize(

@@ -9,14 +9,14 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, Final
 
-from pipeline.config import BudgetConfig
-from pipeline.tracing import TurnTrace
-from tooling.report.aggregate import summarize
-from tooling.report.markdown import render_markdown
-from tooling.report.plots import PLOTS, write_plots
-from tooling.report.run_info import RunInfo, write_run_info
-from tooling.report.summary import ReportSummary
-from tooling.report.variants import group_by_variant
+from cadence.pipeline.config import BudgetConfig
+from cadence.pipeline.tracing import TurnTrace
+from cadence.tooling.report.aggregate import summarize
+from cadence.tooling.report.markdown import render_markdown
+from cadence.tooling.report.plots import PLOTS, write_plots
+from cadence.tooling.report.run_info import RunInfo, write_run_info
+from cadence.tooling.report.summary import ReportSummary
+from cadence.tooling.report.variants import group_by_variant
 
 SUMMARY_FILE: Final = "summary.json"
 REPORT_FILE: Final = "report.md"

@@ -12,14 +12,14 @@ from typing import Any
 
 from matplotlib.figure import Figure
 
-from pipeline.config import BudgetConfig
-from pipeline.tracing import TurnTrace
-from tooling.bench.load import LevelResult, level_name
-from tooling.report.aggregate import summarize_variant
-from tooling.report.build import build_report
-from tooling.report.plots import save_figure
-from tooling.report.summary import VariantSummary
-from tooling.report.variants import group_by_variant
+from cadence.pipeline.config import BudgetConfig
+from cadence.pipeline.tracing import TurnTrace
+from cadence.tooling.bench.load import LevelResult, level_name
+from cadence.tooling.report.aggregate import summarize_variant
+from cadence.tooling.report.build import build_report
+from cadence.tooling.report.plots import save_figure
+from cadence.tooling.report.summary import VariantSummary
+from cadence.tooling.report.variants import group_by_variant
 
 LOAD_REPORT = "load.md"
 MAX_ERRORS_LISTED = 10

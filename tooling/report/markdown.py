@@ -5,9 +5,9 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 
-from pipeline.tracing import VOICE_TO_VOICE
-from tooling.report.stages import LABELS, STAGE_NAMES
-from tooling.report.summary import LatencyStats, ReportSummary, VariantSummary
+from cadence.pipeline.tracing import VOICE_TO_VOICE
+from cadence.tooling.report.stages import LABELS, STAGE_NAMES
+from cadence.tooling.report.summary import LatencyStats, ReportSummary, VariantSummary
 
 _V2V = VOICE_TO_VOICE.name
 

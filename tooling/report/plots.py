@@ -17,9 +17,9 @@ from matplotlib.figure import Figure
 from matplotlib.lines import Line2D
 from matplotlib.patches import Patch
 
-from pipeline.config import BudgetConfig
-from pipeline.tracing import STAGE_LATENCIES, VOICE_TO_VOICE, AnchorEvent, TurnTrace
-from tooling.report.stages import LABELS, STAGE_NAMES
+from cadence.pipeline.config import BudgetConfig
+from cadence.pipeline.tracing import STAGE_LATENCIES, VOICE_TO_VOICE, AnchorEvent, TurnTrace
+from cadence.tooling.report.stages import LABELS, STAGE_NAMES
 
 WATERFALL_TURNS: Final = 40
 """At most this many turns in the waterfall (chosen evenly through the run), so it stays

@@ -13,7 +13,7 @@ from typing import Any, Final
 
 from pydantic import BaseModel, ConfigDict, ValidationError
 
-from pipeline.config import BudgetConfig
+from cadence.pipeline.config import BudgetConfig
 
 RUN_FILE: Final = "run.json"
 

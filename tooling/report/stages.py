@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from typing import Final
 
-from pipeline.tracing import STAGE_LATENCIES, VOICE_TO_VOICE
+from cadence.pipeline.tracing import STAGE_LATENCIES, VOICE_TO_VOICE
 
 STAGE_NAMES: Final = tuple(latency.name for latency in STAGE_LATENCIES)
 """endpoint, stt, llm_first_emit, tts_first_audio, transport."""

@@ -10,7 +10,7 @@ from typing import Any, Final, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from tooling.report.stages import STAGE_NAMES
+from cadence.tooling.report.stages import STAGE_NAMES
 
 SCHEMA_ID: Final = "cadence.report/1"
 

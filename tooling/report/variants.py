@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from typing import Final
 
-from pipeline.tracing import TurnTrace
+from cadence.pipeline.tracing import TurnTrace
 
 PRIMARY: Final = "full"
 """The variant every ablation is compared with, when the traces have it."""

@@ -7,7 +7,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
-from llm.dialogue import Turn
+from cadence.llm.dialogue import Turn
 
 
 @dataclass(frozen=True)

@@ -14,11 +14,11 @@ from dataclasses import replace
 
 import torch
 
-from llm.attention_masks import visibility
-from llm.checkpoint import LoadedModel
-from llm.decoding import never_in_reply
-from llm.dialogue import Turn
-from tooling.training.corpus import Dialogue
+from cadence.llm.attention_masks import visibility
+from cadence.llm.checkpoint import LoadedModel
+from cadence.llm.decoding import never_in_reply
+from cadence.llm.dialogue import Turn
+from cadence.tooling.training.corpus import Dialogue
 
 
 @torch.inference_mode()

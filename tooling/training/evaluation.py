@@ -19,16 +19,16 @@ from typing import Any
 import sacrebleu
 import torch
 
-from core.clock import MonotonicClock
-from llm.autoregressive import AutoregressiveDecoder
-from llm.block_diffusion import BlockDiffusionDecoder
-from llm.checkpoint import LoadedModel
-from llm.decoding import ReplyStats
-from llm.dialogue import Turn
-from llm.generator import GeneratorOptions
-from tooling.training.corpus import Dialogue
-from tooling.training.objectives import collate
-from tooling.training.trainer import Objective, loss_function, windows_to_batches
+from cadence.core.clock import MonotonicClock
+from cadence.llm.autoregressive import AutoregressiveDecoder
+from cadence.llm.block_diffusion import BlockDiffusionDecoder
+from cadence.llm.checkpoint import LoadedModel
+from cadence.llm.decoding import ReplyStats
+from cadence.llm.dialogue import Turn
+from cadence.llm.generator import GeneratorOptions
+from cadence.tooling.training.corpus import Dialogue
+from cadence.tooling.training.objectives import collate
+from cadence.tooling.training.trainer import Objective, loss_function, windows_to_batches
 
 ELBO_SAMPLES = 4
 """Noise draws averaged for the diffusion model's ELBO."""

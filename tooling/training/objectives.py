@@ -19,8 +19,8 @@ from dataclasses import dataclass
 import torch
 from torch.nn import functional
 
-from llm.dialogue_format import Role, TokenWindow
-from llm.model import Transformer
+from cadence.llm.dialogue_format import Role, TokenWindow
+from cadence.llm.model import Transformer
 
 
 @dataclass(frozen=True)

@@ -20,18 +20,18 @@ from typing import Any, Literal
 
 import torch
 
-from llm.checkpoint import (
+from cadence.llm.checkpoint import (
     load_model,
     model_from_payload,
     model_payload,
     save_atomically,
     save_model,
 )
-from llm.dialogue_format import DialogueFormat, TokenWindow
-from llm.model import AttentionMode, ModelConfig, Transformer
-from llm.tokenizer import DialogueTokenizer
-from tooling.training.corpus import read_dialogues
-from tooling.training.objectives import (
+from cadence.llm.dialogue_format import DialogueFormat, TokenWindow
+from cadence.llm.model import AttentionMode, ModelConfig, Transformer
+from cadence.llm.tokenizer import DialogueTokenizer
+from cadence.tooling.training.corpus import read_dialogues
+from cadence.tooling.training.objectives import (
     Batch,
     LossResult,
     autoregressive_loss,

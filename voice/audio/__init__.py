@@ -1,9 +1,9 @@
 """Audio plumbing shared by stages and transports: PCM conversion, framing, resampling, G.711."""
 
-from voice.audio.framing import AudioFramer
-from voice.audio.g711 import ulaw_decode, ulaw_encode
-from voice.audio.pcm import PCM16, float_to_pcm16, level_db, pcm16_to_float
-from voice.audio.resample import StreamResampler, resample
+from cadence.voice.audio.framing import AudioFramer
+from cadence.voice.audio.g711 import ulaw_decode, ulaw_encode
+from cadence.voice.audio.pcm import PCM16, float_to_pcm16, level_db, pcm16_to_float
+from cadence.voice.audio.resample import StreamResampler, resample
 
 __all__ = [
     "PCM16",

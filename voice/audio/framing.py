@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from voice.audio.pcm import PCM16
+from cadence.voice.audio.pcm import PCM16
 
 
 class AudioFramer:

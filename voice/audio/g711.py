@@ -9,7 +9,7 @@ from __future__ import annotations
 import numpy as np
 import numpy.typing as npt
 
-from voice.audio.pcm import PCM16
+from cadence.voice.audio.pcm import PCM16
 
 Ulaw = npt.NDArray[np.uint8]
 

@@ -14,7 +14,7 @@ import numpy as np
 import numpy.typing as npt
 import samplerate
 
-from voice.audio.pcm import PCM16
+from cadence.voice.audio.pcm import PCM16
 
 CONVERTER = "sinc_medium"
 

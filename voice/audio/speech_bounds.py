@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from voice.audio.pcm import PCM16
+from cadence.voice.audio.pcm import PCM16
 
 
 def speech_bounds_ms(pcm: PCM16, sample_rate: int) -> tuple[float, float]:

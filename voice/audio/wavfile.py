@@ -11,8 +11,8 @@ from pathlib import Path
 import numpy as np
 import soundfile
 
-from voice.audio.pcm import PCM16, float_to_pcm16
-from voice.audio.resample import resample
+from cadence.voice.audio.pcm import PCM16, float_to_pcm16
+from cadence.voice.audio.resample import resample
 
 
 class AudioFileError(ValueError):

@@ -1,7 +1,7 @@
 """Speech-to-text with faster-whisper: one shared model per process, decodes off the loop."""
 
-from voice.stt.normalize import normalize_transcript, word_error_rate
-from voice.stt.transcriber import Transcriber, Transcription, load_transcriber
+from cadence.voice.stt.normalize import normalize_transcript, word_error_rate
+from cadence.voice.stt.transcriber import Transcriber, Transcription, load_transcriber
 
 __all__ = [
     "Transcriber",

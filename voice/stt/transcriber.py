@@ -21,8 +21,8 @@ import numpy as np
 from faster_whisper import WhisperModel
 from faster_whisper.tokenizer import Tokenizer
 
-from voice.audio.pcm import PCM16, pcm16_to_float
-from voice.model_errors import ModelUnavailableError
+from cadence.voice.audio.pcm import PCM16, pcm16_to_float
+from cadence.voice.model_errors import ModelUnavailableError
 
 SAMPLE_RATE = 16000
 """Whisper hears 16 kHz audio only."""

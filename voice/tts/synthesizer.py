@@ -16,8 +16,8 @@ from pathlib import Path
 
 from piper import PiperVoice
 
-from voice.audio.pcm import PCM16
-from voice.model_errors import ModelUnavailableError
+from cadence.voice.audio.pcm import PCM16
+from cadence.voice.model_errors import ModelUnavailableError
 
 EMBEDDED_VOICES = {"embedded:en_US-joe-medium"}
 

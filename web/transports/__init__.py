@@ -6,6 +6,6 @@ This package imports no transport: ``admission`` imports ``call``, and each tran
 ``admission``, so a transport imported first would find ``admission`` half-made.
 """
 
-from web.transports.audio_track import PacedAudioTrack
+from cadence.web.transports.audio_track import PacedAudioTrack
 
 __all__ = ["PacedAudioTrack"]

@@ -12,8 +12,8 @@ from __future__ import annotations
 
 import logging
 
-from web.metrics import ServerMetrics
-from web.transports.call import Call, CallContext
+from cadence.web.metrics import ServerMetrics
+from cadence.web.transports.call import Call, CallContext
 
 logger = logging.getLogger(__name__)
 

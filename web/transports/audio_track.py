@@ -18,8 +18,8 @@ from aiortc import MediaStreamTrack
 from aiortc.mediastreams import MediaStreamError
 from av import AudioFrame
 
-from pipeline.frames import AudioOutFrame
-from voice.audio import PCM16
+from cadence.pipeline.frames import AudioOutFrame
+from cadence.voice.audio import PCM16
 
 FRAME_MS = 20
 """The packetisation interval: one Opus frame per RTP packet."""

@@ -24,13 +24,13 @@ import asyncio
 import logging
 from collections.abc import Callable
 
-from pipeline.frames import AudioOutFrame
-from pipeline.pipeline import PipelineClosedError
-from pipeline.session import VoiceSession
-from web.access import peer_allowed
-from web.metrics import ErrorKind, ServerMetrics
-from web.rate_limit import MessageRate
-from web.serializers.audiosocket import (
+from cadence.pipeline.frames import AudioOutFrame
+from cadence.pipeline.pipeline import PipelineClosedError
+from cadence.pipeline.session import VoiceSession
+from cadence.web.access import peer_allowed
+from cadence.web.metrics import ErrorKind, ServerMetrics
+from cadence.web.rate_limit import MessageRate
+from cadence.web.serializers.audiosocket import (
     DTMF,
     SAMPLE_RATE,
     Audio,
@@ -42,8 +42,8 @@ from web.serializers.audiosocket import (
     encode_frame,
     read_frame,
 )
-from web.transports.admission import Admission
-from web.transports.call import CLOSE_TIMEOUT_S, Call, CallContext
+from cadence.web.transports.admission import Admission
+from cadence.web.transports.call import CLOSE_TIMEOUT_S, Call, CallContext
 
 logger = logging.getLogger(__name__)
 

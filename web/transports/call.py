@@ -29,14 +29,14 @@ from typing import Any, ClassVar
 from websockets.asyncio.server import ServerConnection
 from websockets.exceptions import ConnectionClosed
 
-from pipeline.agent import Agent
-from pipeline.events import EventHandler, SessionEvent
-from pipeline.pipeline import StageFailedError
-from pipeline.session import VoiceSession
-from pipeline.stages.playout import AudioOutput
-from web.metrics import ErrorKind, ServerMetrics
-from web.outbox import Outbox
-from web.signaling import CloseCode
+from cadence.pipeline.agent import Agent
+from cadence.pipeline.events import EventHandler, SessionEvent
+from cadence.pipeline.pipeline import StageFailedError
+from cadence.pipeline.session import VoiceSession
+from cadence.pipeline.stages.playout import AudioOutput
+from cadence.web.metrics import ErrorKind, ServerMetrics
+from cadence.web.outbox import Outbox
+from cadence.web.signaling import CloseCode
 
 CLOSE_TIMEOUT_S = 2.0
 """How long the last messages and the close may take to reach a peer that still listens,

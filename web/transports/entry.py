@@ -15,9 +15,9 @@ from dataclasses import dataclass
 
 from websockets.asyncio.server import ServerConnection
 
-from pipeline.config import CadenceConfig
-from web.routes import AccessCheck, HTTPRoute
-from web.transports.admission import Admission
+from cadence.pipeline.config import CadenceConfig
+from cadence.web.routes import AccessCheck, HTTPRoute
+from cadence.web.transports.admission import Admission
 
 
 def _no_routes(path: str) -> Mapping[str, HTTPRoute]:

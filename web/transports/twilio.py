@@ -42,16 +42,16 @@ from websockets.asyncio.server import ServerConnection
 from websockets.exceptions import ConnectionClosed
 from websockets.http11 import Request, Response
 
-from pipeline.config import CadenceConfig, UnknownOverlayError
-from pipeline.frames import AudioOutFrame
-from pipeline.pipeline import PipelineClosedError
-from pipeline.playback_ledger import PlaybackLedger
-from voice.audio import ulaw_decode, ulaw_encode
-from web.access import AccessPolicy, Refusal
-from web.metrics import ErrorKind, ServerMetrics
-from web.rate_limit import MessageRate
-from web.routes import HTTPRoute, response, text_response
-from web.serializers.twilio import (
+from cadence.pipeline.config import CadenceConfig, UnknownOverlayError
+from cadence.pipeline.frames import AudioOutFrame
+from cadence.pipeline.pipeline import PipelineClosedError
+from cadence.pipeline.playback_ledger import PlaybackLedger
+from cadence.voice.audio import ulaw_decode, ulaw_encode
+from cadence.web.access import AccessPolicy, Refusal
+from cadence.web.metrics import ErrorKind, ServerMetrics
+from cadence.web.rate_limit import MessageRate
+from cadence.web.routes import HTTPRoute, response, text_response
+from cadence.web.serializers.twilio import (
     SAMPLE_RATE,
     ClearMessage,
     ConnectedMessage,
@@ -66,11 +66,11 @@ from web.serializers.twilio import (
     media_message,
     parse_message,
 )
-from web.serializers.twilio import Mark as MarkBody
-from web.signaling import CloseCode
-from web.transports.admission import Admission
-from web.transports.call import CallContext, WebsocketCall
-from web.transports.entry import WebsocketEntry
+from cadence.web.serializers.twilio import Mark as MarkBody
+from cadence.web.signaling import CloseCode
+from cadence.web.transports.admission import Admission
+from cadence.web.transports.call import CallContext, WebsocketCall
+from cadence.web.transports.entry import WebsocketEntry
 
 logger = logging.getLogger(__name__)
 

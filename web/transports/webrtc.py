@@ -34,16 +34,16 @@ from websockets.asyncio.server import ServerConnection
 from websockets.exceptions import ConnectionClosed
 from websockets.http11 import Request
 
-from pipeline.config import CadenceConfig
-from pipeline.events import SessionEvent
-from pipeline.pipeline import PipelineClosedError
-from pipeline.tracing import STAGE_LATENCIES
-from voice.audio import PCM16
-from web.access import AccessPolicy, Refusal
-from web.metrics import ErrorKind, ServerMetrics
-from web.page_events import Event, page_event
-from web.rate_limit import MessageRate
-from web.signaling import (
+from cadence.pipeline.config import CadenceConfig
+from cadence.pipeline.events import SessionEvent
+from cadence.pipeline.pipeline import PipelineClosedError
+from cadence.pipeline.tracing import STAGE_LATENCIES
+from cadence.voice.audio import PCM16
+from cadence.web.access import AccessPolicy, Refusal
+from cadence.web.metrics import ErrorKind, ServerMetrics
+from cadence.web.page_events import Event, page_event
+from cadence.web.rate_limit import MessageRate
+from cadence.web.signaling import (
     ClientMessage,
     CloseCode,
     Hangup,
@@ -51,10 +51,10 @@ from web.signaling import (
     SignalingError,
     parse_client_message,
 )
-from web.transports.admission import Admission
-from web.transports.audio_track import PacedAudioTrack
-from web.transports.call import CallContext, WebsocketCall
-from web.transports.entry import WebsocketEntry
+from cadence.web.transports.admission import Admission
+from cadence.web.transports.audio_track import PacedAudioTrack
+from cadence.web.transports.call import CallContext, WebsocketCall
+from cadence.web.transports.entry import WebsocketEntry
 
 logger = logging.getLogger(__name__)
 
