@@ -125,7 +125,7 @@ class _ReplyAudio:
         self._resampler = StreamResampler(in_rate, out_rate)
         self._framer = AudioFramer(out_rate, FRAME_MS)
         self._out_rate = out_rate
-        self._turn_index = reply_index
+        self._reply_index = reply_index
         self.produced_ms = 0.0
 
     @property
@@ -144,7 +144,7 @@ class _ReplyAudio:
                     pcm=chunk,
                     sample_rate=self._out_rate,
                     timestamp_ms=self.produced_ms,
-                    reply_index=self._turn_index,
+                    reply_index=self._reply_index,
                 )
             )
             self.produced_ms += FRAME_MS
