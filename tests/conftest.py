@@ -1,4 +1,5 @@
-"""Shared fixtures. Every async test also checks that it left no task running."""
+"""Shared fixtures. Every async test also checks that it left no task running; a test marked
+with ``prerequisites.requires`` is skipped — or, in CI, failed — when what it needs is missing."""
 
 from __future__ import annotations
 
@@ -6,6 +7,20 @@ import asyncio
 from collections.abc import AsyncIterator
 
 import pytest
+from prerequisites import MARK, check_marks
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    config.addinivalue_line(
+        "markers",
+        f"{MARK}(met, reason): the test needs a prerequisite; unmet, it is skipped with the "
+        "reason, or fails when CI=true (tests/prerequisites.py)",
+    )
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_runtest_setup(item: pytest.Item) -> None:
+    check_marks(item)
 
 
 @pytest.fixture(autouse=True)

@@ -34,6 +34,8 @@ def test_bench_with_ablations_writes_a_report_that_cadence_report_reproduces(
     assert result.returncode == 0, result.stderr
 
     summary = ReportSummary.model_validate_json((out / "summary.json").read_text())
+    assert summary.end_anchor == "audio_heard_first"  # the caller measured every turn
+    assert sum(summary.outcomes.values()) == summary.turns
     assert summary.variant == "full"
     assert set(summary.variants) == {"full", "no_speculation"}
     assert summary.concurrency == 2
@@ -50,6 +52,11 @@ def test_bench_with_ablations_writes_a_report_that_cadence_report_reproduces(
     assert {t.annotations["clip_id"] for t in answered} == {"sb_spk2_snt4", "osr_us_0034_8k_s05"}
     for trace in answered:  # the ground truth is in, the VAD's estimate beside it
         assert isinstance(trace.annotations["vad_speech_end_ms"], float)
+        # What the caller heard came after what the server sent, on the same clock.
+        heard = trace.events.get(AnchorEvent.AUDIO_HEARD_FIRST)
+        if heard is not None:
+            assert heard >= trace.events[AnchorEvent.AUDIO_OUT_FIRST]
+    assert any(AnchorEvent.AUDIO_HEARD_FIRST in trace.events for trace in answered)
 
     rebuilt = cadence("report", str(out / "traces.jsonl"), "--out", str(tmp_path / "rebuilt"))
     assert rebuilt.returncode == 0, rebuilt.stderr

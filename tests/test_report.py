@@ -20,6 +20,7 @@ from cadence.pipeline.tracing import (
     DiscardedWork,
     JSONLTraceSink,
     LatencyTracer,
+    TurnOutcome,
     TurnTrace,
 )
 from cadence.pipeline.tracing.turn_trace import Annotation
@@ -144,14 +145,15 @@ def test_ceiling_early_endpoints_and_barge_ins_are_counted(tmp_path: Path) -> No
     summary = report(tmp_path, [make_turn(0, llm=260.0), early, interrupted])
     assert summary.llm_over_ceiling == 1
     assert summary.endpoints_before_speech_end == 1
-    assert summary.interrupted == 1
+    assert summary.barge_ins == 1
+    assert summary.outcomes[TurnOutcome.INTERRUPTED] == 1
 
 
 def test_summary_json_matches_its_schema(tmp_path: Path) -> None:
     summary = report(tmp_path, five_turns())
     raw = json.loads((tmp_path / SUMMARY_FILE).read_text())
     assert ReportSummary.model_validate(raw) == summary
-    assert raw["schema"] == "cadence.report/1"
+    assert raw["schema"] == "cadence.report/2"
     for key in ("turns", "concurrency", "voice_to_voice_ms", "stages_ms", "budget_ms",
                 "within_budget_fraction", "wer", "speculation", "config", "machine"):  # fmt: skip
         assert key in raw
@@ -175,7 +177,9 @@ def test_report_page_and_plots(tmp_path: Path) -> None:
     assert "`cadence bench --manifest m.jsonl --out x`" in page
     assert "| STT | 100 | 150 ✗ | 330 ✗ | 346 ✗ | 5 |" in page
     assert "| endpoint | 200 | 200 ✓ | 200 ✓ | 200 ✓ | 5 |" in page
-    assert "met by 3 of 5 turns (**60%**)" in page
+    assert "Within the 500 ms budget: 3 of 5 caller turns (60%)" in page
+    assert page.index("## What became of each turn") < page.index("## Voice-to-voice")
+    assert "| answered | 5 | 100% |" in page
     assert "The largest stage is endpoint: 200 ms at the median" in page
     assert "Over their share at the median: STT (+50 ms)." in page
     assert "| stt_decode | 2 | 400 |" in page
@@ -218,17 +222,16 @@ def test_variants_side_by_side(tmp_path: Path) -> None:
     assert "| variant | `full` | `no_speculation` |" in page
 
 
-def test_a_turn_missing_anchors_counts_but_is_left_out_of_what_it_lacks(tmp_path: Path) -> None:
+def test_an_unanswered_turn_counts_as_a_miss_and_times_no_stage(tmp_path: Path) -> None:
     unanswered = make_turn(5, missing=(A.TTS_FIRST_AUDIO, A.AUDIO_OUT_FIRST))
     summary = report(tmp_path, [*five_turns(), unanswered])
     assert summary.turns == 6
+    assert summary.outcomes[TurnOutcome.UNANSWERED] == 1
     assert summary.voice_to_voice_ms.count == 5
     assert summary.voice_to_voice_ms.p50 == 500.0
-    assert summary.within_budget_fraction == 3 / 5
-    assert summary.stages_ms["endpoint"].count == 6
-    assert summary.stages_ms["llm_first_emit"].count == 6
-    assert summary.stages_ms["tts_first_audio"].count == 5
-    assert summary.stages_ms["transport"].count == 5
+    assert summary.within_budget_fraction == 3 / 6  # the caller waited in vain: a miss
+    for stage in ("endpoint", "llm_first_emit", "tts_first_audio", "transport"):
+        assert summary.stages_ms[stage].count == 5
 
 
 async def test_traces_from_the_tracer_report_their_spans(tmp_path: Path) -> None:
@@ -314,16 +317,72 @@ def test_a_broken_run_file_fails_clearly(tmp_path: Path) -> None:
     assert "not a Cadence run description" in result.stderr
 
 
-def test_withdrawn_commits_and_premature_replies_are_counted_apart(tmp_path: Path) -> None:
-    withdrawn = make_turn(0, stt=900.0, annotations={"withdrawn": True, "reference": "a b c",
-                                                     "transcript": "a"})  # fmt: skip
-    answered = make_turn(1, annotations={"reference": "a b c", "transcript": "a b c"})
-    premature = make_turn(2, annotations={"premature": True})
-    summary = report(tmp_path, [withdrawn, answered, premature])
-    assert summary.turns == 3
-    assert summary.withdrawn == 1
-    assert summary.premature == 1
-    assert summary.stages_ms["stt"].count == 1  # withdrawn and premature turns are left out
-    assert summary.stages_ms["stt"].max == 100.0
+def every_outcome() -> list[TurnTrace]:
+    """One scripted turn of each outcome, speech ending at 1000 ms (``make_turn``), and two
+    turns a caller measured: one it heard 80 ms after the server sent it, one it never heard."""
+    talked_over = make_turn(1)
+    talked_over.events[A.USER_SPEECH_END] = 1600.0  # the reply went out at 1450: 150 ms early
+    talked_over.events[A.INTERRUPTED] = 1500.0  # and the caller, still speaking, cut it
+    interrupted = make_turn(3)
+    interrupted.events[A.INTERRUPTED] = 2500.0
+    heard = make_turn(6, annotations={"caller_measured": True})
+    heard.events[A.AUDIO_HEARD_FIRST] = heard.events[A.AUDIO_OUT_FIRST] + 80.0
+    return [
+        make_turn(0, annotations={"reference": "a b c", "transcript": "a b c"}),
+        talked_over,
+        make_turn(2, stt=900.0, annotations={"withdrawn": True}),
+        interrupted,
+        make_turn(4, missing=(A.TTS_FIRST_AUDIO, A.AUDIO_OUT_FIRST)),  # the call ended first
+        make_turn(5, annotations={"llm_error": "HTTP 500: overloaded"}),
+        heard,
+        make_turn(7, annotations={"caller_measured": True}),  # sent, never heard
+    ]
+
+
+def test_every_turn_has_one_outcome_and_misses_count_against_the_budget(tmp_path: Path) -> None:
+    summary = report(tmp_path, every_outcome())
+    assert summary.turns == 8
+    assert summary.outcomes == {
+        TurnOutcome.ANSWERED: 2,  # turns 0 and 6
+        TurnOutcome.TALKED_OVER: 1,
+        TurnOutcome.WITHDRAWN: 1,
+        TurnOutcome.INTERRUPTED: 1,
+        TurnOutcome.UNANSWERED: 2,  # turn 4 (nothing sent) and 7 (sent, never heard)
+        TurnOutcome.FAILED: 1,
+    }
+    assert summary.barge_ins == 2  # the talked-over reply was cut too
+    assert (summary.talked_over_by_ms.count, summary.talked_over_by_ms.p50) == (1, 150.0)
+    # Not every turn was measured by a caller: the report ends at the server's anchor.
+    assert summary.end_anchor == "audio_out_first"
+    # Answered after the end of speech: 0, 3 and 6, each 450 ms after it (server side).
+    assert (summary.voice_to_voice_ms.count, summary.voice_to_voice_ms.p50) == (3, 450.0)
+    assert summary.stages_ms["stt"].count == 3
+    # Every caller turn but the withdrawn one counts; only the three answered meet 500 ms.
+    assert summary.budget_turns == 7
+    assert summary.within_budget_fraction == 3 / 7
     assert summary.wer == 0.0
-    assert "withdrawn when the caller went on: 1" in (tmp_path / "report.md").read_text()
+    assert [row.outcome for row in summary.per_turn] == [
+        TurnOutcome.ANSWERED, TurnOutcome.TALKED_OVER, TurnOutcome.WITHDRAWN,
+        TurnOutcome.INTERRUPTED, TurnOutcome.UNANSWERED, TurnOutcome.FAILED,
+        TurnOutcome.ANSWERED, TurnOutcome.UNANSWERED,
+    ]  # fmt: skip
+    assert summary.per_turn[1].voice_to_voice_ms == -150.0
+    page = (tmp_path / "report.md").read_text()
+    assert "| **talked over** (heard before the caller finished) | 1 | 12% |" in page
+    assert "Barge-ins (the caller cut a reply, whatever its outcome): 2." in page
+    assert "Within the 500 ms budget: 3 of 7 caller turns (43%)" in page
+    assert "| – | s · 1 | – | talked_over | -150 |" in page
+
+
+def test_a_report_of_turns_the_caller_measured_ends_at_what_it_heard(tmp_path: Path) -> None:
+    turns = [make_turn(i, annotations={"caller_measured": True}) for i in range(3)]
+    for extra, turn in zip((40.0, 80.0, 120.0), turns, strict=True):
+        turn.events[A.AUDIO_HEARD_FIRST] = turn.events[A.AUDIO_OUT_FIRST] + extra
+    summary = report(tmp_path, turns)
+    assert summary.end_anchor == "audio_heard_first"
+    assert summary.voice_to_voice_ms.p50 == 450.0 + 80.0
+    assert summary.server_voice_to_voice_ms.p50 == 450.0
+    assert (summary.playback_ms.p50, summary.playback_ms.max) == (80.0, 120.0)
+    page = (tmp_path / "report.md").read_text()
+    assert "the first reply sound the caller heard (`audio_heard_first`" in page
+    assert "then playback to the caller's ear: p50 80, p95 116 ms" in page

@@ -19,7 +19,7 @@ ANSWERED = {
 }
 
 
-def trace(events: dict[AnchorEvent, float], **annotations: bool) -> TurnTrace:
+def trace(events: dict[AnchorEvent, float], **annotations: bool | str) -> TurnTrace:
     return TurnTrace(session_id="web-test", turn=0, events=events, annotations=annotations)
 
 
@@ -33,6 +33,8 @@ def test_turn_traces_become_latency_histograms_and_outcome_counts() -> None:
     metrics.write(trace({**ANSWERED, A.INTERRUPTED: 2000.0}))
     metrics.write(trace({A.USER_SPEECH_END: 1000.0, A.ENDPOINT: 1200.0}))  # the caller hung up
     metrics.write(trace({A.USER_SPEECH_END: 1000.0, A.ENDPOINT: 1200.0}, withdrawn=True))
+    metrics.write(trace({**ANSWERED, A.USER_SPEECH_END: 1400.0}))  # the reply began too early
+    metrics.write(trace(ANSWERED, llm_error="HTTP 500"))  # the caller heard the fallback
     only_discarded = TurnTrace(
         session_id="web-test",
         turn=1,
@@ -45,12 +47,20 @@ def test_turn_traces_become_latency_histograms_and_outcome_counts() -> None:
     assert sample(metrics, count, stage="voice_to_voice") == 2
     v2v_sum = sample(metrics, "cadence_stage_latency_seconds_sum", stage="voice_to_voice")
     assert v2v_sum == pytest.approx(0.62)
-    assert sample(metrics, count, stage="endpoint") == 3  # withdrawn turns are not timed
+    # Only the turns answered after the end of speech are timed.
+    assert sample(metrics, count, stage="endpoint") == 2
     # STT finished before the endpoint: a negative latency, in the lowest bucket.
     lowest = sample(metrics, "cadence_stage_latency_seconds_bucket", stage="stt", le="0.05")
     assert lowest == 2
     outcomes = {
         o: sample(metrics, "cadence_turns_total", outcome=o)
-        for o in ("answered", "interrupted", "unanswered", "withdrawn")
+        for o in ("answered", "talked_over", "interrupted", "unanswered", "withdrawn", "failed")
     }
-    assert outcomes == {"answered": 1, "interrupted": 1, "unanswered": 1, "withdrawn": 1}
+    assert outcomes == {
+        "answered": 1,
+        "talked_over": 1,
+        "interrupted": 1,
+        "unanswered": 1,
+        "withdrawn": 1,
+        "failed": 1,
+    }

@@ -9,6 +9,7 @@ import numpy as np
 
 from cadence.core.clock import Clock
 from cadence.pipeline.frames import AudioOutFrame
+from cadence.tooling.emulators.hearing import PlayedAudio, audible_at_ms
 from cadence.voice.audio import PCM16
 
 
@@ -39,6 +40,13 @@ class RecordingAudioOutput:
             if reply_index is None or s.frame.reply_index == reply_index
         ]
         return np.concatenate(chunks) if chunks else np.zeros(0, np.int16)
+
+    def heard_at_ms(self) -> list[float]:
+        """When each audible window of what was sent would have been heard: as it was handed
+        over, there being no network in between (``hearing``'s rule)."""
+        return audible_at_ms(
+            PlayedAudio(s.at_ms, s.frame.pcm, s.frame.sample_rate) for s in self.sent
+        )
 
     def reply_indices(self) -> list[int]:
         return sorted({s.frame.reply_index for s in self.sent})

@@ -12,7 +12,14 @@ from enum import StrEnum
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
 from prometheus_client.exposition import CONTENT_TYPE_LATEST
 
-from cadence.pipeline.tracing import ALL_LATENCIES, AnchorEvent, TurnTrace
+from cadence.pipeline.tracing import (
+    ALL_LATENCIES,
+    ANSWERED_IN_TIME,
+    AnchorEvent,
+    TurnOutcome,
+    TurnTrace,
+    turn_outcome,
+)
 
 CONTENT_TYPE = CONTENT_TYPE_LATEST
 
@@ -42,9 +49,12 @@ class ServerMetrics:
         self.registry = CollectorRegistry()
         self.stage_latency = Histogram(
             "cadence_stage_latency_seconds",
-            "Latency of each stage of a turn and voice-to-voice, from the turn traces. "
-            "`stt` and `llm_first_emit` are negative when speculation finished them early; "
-            "those land in the lowest bucket.",
+            "Latency of each stage of a turn and voice-to-voice, from the server's turn traces "
+            "of the turns answered after the end of speech (outcome answered or interrupted). "
+            "Server-side anchors: voice-to-voice runs from the VAD's estimate of the end of "
+            "speech to the first reply frame handed to the transport, not to what the caller "
+            "hears (a benchmark measures that: docs/report.md). `stt` and `llm_first_emit` are "
+            "negative when speculation finished them early; those land in the lowest bucket.",
             ["stage"],
             buckets=LATENCY_BUCKETS_S,
             registry=self.registry,
@@ -52,8 +62,9 @@ class ServerMetrics:
         self.sessions = Gauge("cadence_sessions", "Visitors connected now.", registry=self.registry)
         self.turns = Counter(
             "cadence_turns",
-            "Finished turns by outcome: answered, interrupted (barge-in), withdrawn (the "
-            "caller went on), unanswered (the call ended before the reply was heard).",
+            "Finished turns by outcome (docs/trace-schema.md): answered, talked_over (the reply "
+            "began before the VAD's end of speech), interrupted (barge-in), withdrawn (the "
+            "caller went on), unanswered (no reply was sent), failed (a stage failed).",
             ["outcome"],
             registry=self.registry,
         )
@@ -65,6 +76,8 @@ class ServerMetrics:
         )
         for kind in ErrorKind:
             self.errors.labels(kind.value)
+        for outcome in TurnOutcome:
+            self.turns.labels(outcome.value)
 
     def render(self) -> bytes:
         return generate_latest(self.registry)
@@ -73,11 +86,10 @@ class ServerMetrics:
         """Record a finished turn (the trace-sink side: every session writes here)."""
         if AnchorEvent.ENDPOINT not in turn.events:
             return  # only work thrown away, for a turn that never came
-        if turn.annotations.get("withdrawn"):
-            # Committed too early and taken back: its latencies mean nothing.
-            self.turns.labels("withdrawn").inc()
-            return
-        self.turns.labels(_outcome(turn)).inc()
+        outcome = turn_outcome(turn)
+        self.turns.labels(outcome.value).inc()
+        if outcome not in ANSWERED_IN_TIME:
+            return  # a latency of a reply never heard, or heard too early, means nothing
         for latency in ALL_LATENCIES:
             value = turn.latencies_ms[latency.name]
             if value is not None:
@@ -85,9 +97,3 @@ class ServerMetrics:
 
     def close(self) -> None:
         """A session's tracer closing: the metrics outlive every session, nothing to do."""
-
-
-def _outcome(turn: TurnTrace) -> str:
-    if AnchorEvent.INTERRUPTED in turn.events:
-        return "interrupted"
-    return "answered" if AnchorEvent.AUDIO_OUT_FIRST in turn.events else "unanswered"

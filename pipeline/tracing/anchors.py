@@ -25,6 +25,10 @@ class AnchorEvent(StrEnum):
     """First synthesized audio of the reply is ready."""
     AUDIO_OUT_FIRST = "audio_out_first"
     """First reply audio frame handed to the transport for sending."""
+    AUDIO_HEARD_FIRST = "audio_heard_first"
+    """First audible reply sound at the caller's end, as the caller measures it (benchmarks:
+    the emulated phone or page, after its jitter buffer and playout; the rule is in
+    docs/report.md). A server alone cannot know it: live traces do not have it."""
     INTERRUPTED = "interrupted"
     """Barge-in: user speech cut the reply off."""
 
@@ -45,11 +49,27 @@ STAGE_LATENCIES: tuple[DerivedLatency, ...] = (
     DerivedLatency("tts_first_audio", AnchorEvent.LLM_FIRST_EMIT, AnchorEvent.TTS_FIRST_AUDIO),
     DerivedLatency("transport", AnchorEvent.TTS_FIRST_AUDIO, AnchorEvent.AUDIO_OUT_FIRST),
 )
-"""The stages of a turn in the order they happen; together they sum to voice-to-voice."""
+"""The server's stages of a turn in the order they happen; together they sum to
+``voice_to_voice``."""
+
+PLAYBACK = DerivedLatency("playback", AnchorEvent.AUDIO_OUT_FIRST, AnchorEvent.AUDIO_HEARD_FIRST)
+"""From the server's first frame to the caller's first audible sound: the network, the
+caller's jitter buffer and playout, and any near-silence the reply starts with."""
 
 VOICE_TO_VOICE = DerivedLatency(
     "voice_to_voice", AnchorEvent.USER_SPEECH_END, AnchorEvent.AUDIO_OUT_FIRST
 )
-"""What the caller feels: from the end of their speech to the first sound of the answer."""
+"""As the server sees it: from the end of the caller's speech to the first reply frame sent."""
 
-ALL_LATENCIES: tuple[DerivedLatency, ...] = (VOICE_TO_VOICE, *STAGE_LATENCIES)
+HEARD_VOICE_TO_VOICE = DerivedLatency(
+    "heard_voice_to_voice", AnchorEvent.USER_SPEECH_END, AnchorEvent.AUDIO_HEARD_FIRST
+)
+"""What the caller feels: from the end of their speech to the first sound of the answer they
+hear — ``voice_to_voice`` plus ``playback``."""
+
+ALL_LATENCIES: tuple[DerivedLatency, ...] = (
+    HEARD_VOICE_TO_VOICE,
+    VOICE_TO_VOICE,
+    *STAGE_LATENCIES,
+    PLAYBACK,
+)

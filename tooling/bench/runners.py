@@ -10,10 +10,10 @@ call, played by an emulator of the far end — ``cadence bench --transport twili
   48 kHz) whose microphone plays the clip.
 
 The traces are the server's (its ``on_event`` hook), so every stage is measured on the same
-terms as in process; ``user_speech_end`` is the clip's true end of speech, carried from the
-emulator's clock onto the session's. Beside voice-to-voice, each turn records
-``caller_heard_ms``: when the emulator began to hear the reply, on the session's clock — the
-transport's own share is that minus ``audio_out_first``.
+terms as in process; ``user_speech_end`` is the clip's true end of speech, and
+``audio_heard_first`` when the emulator heard each reply (``tooling/emulators/hearing.py``),
+both carried from the emulator's clock onto the session's. Each call waits for a reply heard
+after the true end of speech, as ``run_turn`` does.
 """
 
 from __future__ import annotations
@@ -37,8 +37,10 @@ from cadence.tooling.bench.manifest import ManifestClip
 from cadence.tooling.bench.turn_bench import (
     LEAD_MS,
     MAX_REPLY_WAIT_MS,
+    POLL_MS,
     TAIL_MS,
     Variant,
+    answered,
     bench_config,
     with_ground_truth,
 )
@@ -51,7 +53,6 @@ from cadence.web.server import CadenceServer
 from cadence.web.signaling import CloseCode
 from cadence.web.transports.webrtc import SIGNALING_PATH
 
-POLL_MS = 100.0
 SPEECH_RATE = 16000
 
 
@@ -102,7 +103,7 @@ class CallRunner(ABC):
         concurrency: int,
         *,
         true_end_ms: float,
-        heard_ms: float | None,
+        heard_at_ms: list[float],
     ) -> list[TurnTrace]:
         """The call's traces, once it has ended, with the truth written in (times on the
         session's clock)."""
@@ -113,11 +114,11 @@ class CallRunner(ABC):
             clip,
             variant.name,
             true_end_ms=true_end_ms,
+            heard_at_ms=heard_at_ms,
             annotations={
                 "concurrency": concurrency,
                 "speculative_hit": self._speculative.pop(call_id, None),
                 "transport": self.transport,
-                "caller_heard_ms": heard_ms,
             },
         )
 
@@ -184,18 +185,18 @@ class TwilioTurnRunner(CallRunner):
                 offset_ms = session.clock.now_ms() - phone.now_ms()  # emulator → session
                 true_end = phone.position_ms + speech_end
                 await phone.say(audio, TELEPHONE_RATE)
-                waited = 0.0
-                while waited < TAIL_MS or (not phone.played and waited < MAX_REPLY_WAIT_MS):
+                await phone.pause(TAIL_MS)
+                while not answered(phone.heard_at_ms(), true_end) and (
+                    phone.position_ms - true_end < MAX_REPLY_WAIT_MS
+                ):
                     await phone.pause(POLL_MS)
-                    waited += POLL_MS
-        heard = phone.first_heard_ms
         return await self._measured(
             call_id,
             clip,
             variant,
             concurrency,
             true_end_ms=true_end + offset_ms,
-            heard_ms=None if heard is None else heard + offset_ms,
+            heard_at_ms=[at + offset_ms for at in phone.heard_at_ms()],
         )
 
 
@@ -218,16 +219,17 @@ class WebRTCTurnRunner(CallRunner):
             session = _session(server, page.session_id)
             offset_ms = session.clock.now_ms() - page.now_ms()
             true_end = page.say(audio, SPEECH_RATE) + speech_end
-            waited = -1000.0 * len(audio) / SPEECH_RATE
-            while waited < TAIL_MS or (page.first_heard_ms is None and waited < MAX_REPLY_WAIT_MS):
-                await asyncio.sleep(POLL_MS / 1000)
-                waited += POLL_MS
-        heard = page.first_heard_ms
+            clip_end = true_end - speech_end + 1000.0 * len(audio) / SPEECH_RATE
+            while page.now_ms() < clip_end + TAIL_MS or (
+                not answered(page.heard_at_ms, true_end)
+                and page.now_ms() - true_end < MAX_REPLY_WAIT_MS
+            ):
+                await page.pause(POLL_MS)
         return await self._measured(
             page.session_id,
             clip,
             variant,
             concurrency,
             true_end_ms=true_end + offset_ms,
-            heard_ms=None if heard is None else heard + offset_ms,
+            heard_at_ms=[at + offset_ms for at in page.heard_at_ms],
         )

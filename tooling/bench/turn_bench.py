@@ -1,11 +1,15 @@
 """``cadence bench``: voice-to-voice turns on real speech, the way a caller feels them.
 
 Each manifest clip is one user turn in a session of its own: 1 s of silence, the clip, then
-silence until the reply is being heard (at least ``TAIL_MS``), all streamed in 20 ms frames at
-real-time pace; then the call ends — the rest of the reply would add nothing to the
-figures. ``concurrency`` sessions run side by side. The true end of speech comes from
-the clip's energy envelope, so ``user_speech_end`` in every trace is ground truth; the VAD's
-own estimate is kept beside it (``vad_speech_end_ms``).
+silence until a reply is heard after the clip's true end of speech (at least ``TAIL_MS``, at
+most ``MAX_REPLY_WAIT_MS``), all streamed in 20 ms frames at real-time pace; then the call
+ends — the rest of the reply would add nothing to the figures. A reply heard while the caller
+was still speaking does not end the wait: the answer to the whole utterance is still owed,
+and a turn that never gets one is ``unanswered``. ``concurrency`` sessions run side by side.
+The true end of speech comes from the clip's energy envelope, so ``user_speech_end`` in every
+trace is ground truth; the VAD's own estimate is kept beside it (``vad_speech_end_ms``). The
+caller's ear (``tooling/emulators/hearing.py``) writes ``audio_heard_first`` into each trace
+whose reply it heard.
 
 With ablations, every clip is run under every variant in the same process, variants
 interleaved clip by clip so that the machine's drift hits them alike. Other transports
@@ -24,19 +28,26 @@ from pathlib import Path
 from cadence.core.clock import MonotonicClock
 from cadence.llm.options import LLMOptions
 from cadence.pipeline.config import CadenceConfig, TracingConfig
-from cadence.pipeline.frames import AudioOutFrame, FinalTranscriptFrame, Frame
+from cadence.pipeline.frames import FinalTranscriptFrame, Frame
 from cadence.pipeline.session import SAMPLE_RATE, VoiceSession
-from cadence.pipeline.tracing import AnchorEvent, MemoryTraceSink, TurnTrace
+from cadence.pipeline.tracing import CALLER_MEASURED, AnchorEvent, MemoryTraceSink, TurnTrace
 from cadence.pipeline.tracing.turn_trace import Annotation
 from cadence.tooling.bench.manifest import ManifestClip
 from cadence.tooling.caller import SimulatedCaller
+from cadence.tooling.emulators.hearing import first_heard_after
 from cadence.tooling.recording_output import RecordingAudioOutput
 from cadence.voice.audio.speech_bounds import speech_bounds_ms
 from cadence.voice.audio.wavfile import read_audio
 
 LEAD_MS = 1000.0
+"""Silence before the clip, while the session settles."""
 TAIL_MS = 1000.0
+"""Silence after the clip, at the least."""
 MAX_REPLY_WAIT_MS = 15_000.0
+"""How long after the true end of speech the caller waits for a reply before the turn is
+unanswered."""
+POLL_MS = 100.0
+"""How often the caller checks, while waiting, whether it has heard a reply."""
 
 ABLATIONS = ("speculation", "early_emission", "ar")
 """What ``--ablate`` can switch off, each as a variant beside the full configuration."""
@@ -67,19 +78,21 @@ def variants(config: CadenceConfig, ablate: list[str]) -> list[Variant]:
     return result
 
 
-class _TurnWatch:
-    """Observer: whether a reply is being heard, and whether a transcript came from
-    speculation (misses are the discarded decodes, traced as such)."""
+class _SpeculationWatch:
+    """Observer: whether a transcript came from speculation (misses are the discarded decodes,
+    traced as such)."""
 
     def __init__(self) -> None:
-        self.reply_heard = False
         self.speculative_hit: bool | None = None
 
     def on_frame(self, source: str, frame: Frame) -> None:
-        if source == "playout" and isinstance(frame, AudioOutFrame):
-            self.reply_heard = True
-        elif source == "stt" and isinstance(frame, FinalTranscriptFrame) and frame.speculative:
+        if source == "stt" and isinstance(frame, FinalTranscriptFrame) and frame.speculative:
             self.speculative_hit = True  # the answer came from the speculative decode
+
+
+def answered(heard_at_ms: list[float], true_end_ms: float) -> bool:
+    """Whether a reply was heard after the caller's true end of speech."""
+    return first_heard_after(heard_at_ms, true_end_ms) is not None
 
 
 TurnRunner = Callable[[ManifestClip, Variant, str, int], Awaitable[list[TurnTrace]]]
@@ -95,9 +108,9 @@ async def run_turn(
     audio = read_audio(clip.path, SAMPLE_RATE)
     _, speech_end = speech_bounds_ms(audio, SAMPLE_RATE)
     clock = MonotonicClock()
-    traces, watch = MemoryTraceSink(), _TurnWatch()
+    traces, watch, output = MemoryTraceSink(), _SpeculationWatch(), RecordingAudioOutput(clock)
     session = VoiceSession(
-        bench_config(variant.config), RecordingAudioOutput(clock), session_id=session_id,
+        bench_config(variant.config), output, session_id=session_id,
         output_sample_rate=SAMPLE_RATE, clock=clock, trace_sinks=[traces], observers=[watch],
     )  # fmt: skip
     await session.start()
@@ -107,10 +120,10 @@ async def run_turn(
         true_end = caller.position_ms + speech_end
         await caller.say(audio)
         await caller.pause(TAIL_MS)
-        waited = TAIL_MS
-        while not watch.reply_heard and waited < MAX_REPLY_WAIT_MS:
-            await caller.pause(100)
-            waited += 100
+        while not answered(output.heard_at_ms(), true_end) and (
+            caller.position_ms - true_end < MAX_REPLY_WAIT_MS
+        ):
+            await caller.pause(POLL_MS)
     finally:
         await session.cancel("bench turn measured")
     return with_ground_truth(
@@ -118,6 +131,7 @@ async def run_turn(
         clip,
         variant.name,
         true_end_ms=true_end,
+        heard_at_ms=output.heard_at_ms(),
         annotations={"concurrency": concurrency, "speculative_hit": watch.speculative_hit},
     )
 
@@ -133,11 +147,14 @@ def with_ground_truth(
     variant: str,
     *,
     true_end_ms: float,
+    heard_at_ms: list[float],
     annotations: dict[str, Annotation],
 ) -> list[TurnTrace]:
-    """The traces of one clip's turn with the truth written in: the real end of speech (on the
-    session's clock) as ``user_speech_end``, the reference and what was heard of the clip,
-    and whether the reply came before the caller had finished."""
+    """The traces of one clip's turn with the truth written in, times on the session's clock:
+    the real end of speech as ``user_speech_end``; for each reply sent, when the caller first
+    heard it (``audio_heard_first``: the first audible moment in ``heard_at_ms`` from its
+    ``audio_out_first`` on; none if the caller never heard it); the reference and what was
+    heard of the clip."""
     # The clip is one utterance; if the engine split it into turns, the words of all of them
     # are what it heard of the clip: the last turn carries them, with the reference.
     heard = " ".join(
@@ -150,12 +167,15 @@ def with_ground_truth(
             trace.annotations |= {"reference": clip.text, "transcript": heard}
         vad_end = trace.events.get(AnchorEvent.USER_SPEECH_END)
         trace.events[AnchorEvent.USER_SPEECH_END] = true_end_ms
-        heard_at = trace.events.get(AnchorEvent.AUDIO_OUT_FIRST)
+        sent = trace.events.get(AnchorEvent.AUDIO_OUT_FIRST)
+        heard_ms = None if sent is None else first_heard_after(heard_at_ms, sent)
+        if heard_ms is not None:
+            trace.events[AnchorEvent.AUDIO_HEARD_FIRST] = heard_ms
         trace.annotations |= annotations | {
             "variant": variant,
             "clip_id": clip.id,
             "vad_speech_end_ms": vad_end,
-            "premature": heard_at is not None and heard_at < true_end_ms,
+            CALLER_MEASURED: True,
         }
     return traces
 

@@ -23,11 +23,9 @@ from websockets.asyncio.client import ClientConnection, connect
 from websockets.exceptions import ConnectionClosed
 
 from cadence.pipeline.tracing import TurnTrace
-from cadence.voice.audio import PCM16, level_db, resample
+from cadence.tooling.emulators.hearing import PlayedAudio, audible_at_ms
+from cadence.voice.audio import PCM16, resample
 from cadence.web.transports.audio_track import PacedAudioTrack
-
-HEARD_DB = -45.0
-"""A received frame louder than this is reply audio (silence decodes to near digital zero)."""
 
 
 class BrowserEmulator:
@@ -35,7 +33,9 @@ class BrowserEmulator:
         self.url = url
         self.session_id = ""
         self.traces: list[TurnTrace] = []
-        self.first_heard_ms: float | None = None
+        self.heard_at_ms: list[float] = []
+        """When each audible window of the reply audio came out of aiortc's jitter buffer
+        (``hearing``'s rule) — a lower bound of when a browser plays it."""
         self.refused = False
         self._origin = time.perf_counter()
         self._microphone = PacedAudioTrack()
@@ -90,6 +90,10 @@ class BrowserEmulator:
         self._spoken_until_ms = start + 1000.0 * len(pcm) / sample_rate
         return start
 
+    async def pause(self, ms: float) -> None:
+        """Let ``ms`` go by, the microphone playing on what is queued (silence after it)."""
+        await asyncio.sleep(ms / 1000.0)
+
     async def connected(self, timeout_s: float = 10.0) -> None:
         """Wait until the media flows (ICE and DTLS are done)."""
         async with asyncio.timeout(timeout_s):
@@ -105,10 +109,15 @@ class BrowserEmulator:
     async def _listen(self, track: MediaStreamTrack) -> None:
         while True:
             frame = await track.recv()
-            if self.first_heard_ms is None and isinstance(frame, AudioFrame):
+            if isinstance(frame, AudioFrame):
                 samples = np.asarray(frame.to_ndarray(), dtype=np.int16).reshape(-1)
-                if level_db(samples) > HEARD_DB:
-                    self.first_heard_ms = self.now_ms()
+                rate = frame.sample_rate * len(samples) // frame.samples  # channels interleaved
+                self.heard_at_ms += audible_at_ms([PlayedAudio(self.now_ms(), samples, rate)])
+
+    @property
+    def first_heard_ms(self) -> float | None:
+        """When the page first heard the reply; ``None`` if nothing audible has come."""
+        return next(iter(self.heard_at_ms), None)
 
     async def _events(self) -> None:
         assert self._ws is not None

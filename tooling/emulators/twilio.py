@@ -27,6 +27,7 @@ import numpy as np
 from websockets.asyncio.client import ClientConnection, connect
 from websockets.exceptions import ConnectionClosed
 
+from cadence.tooling.emulators.hearing import PlayedAudio, audible_at_ms
 from cadence.voice.audio import PCM16, resample, ulaw_decode, ulaw_encode
 from cadence.web.serializers.twilio import (
     SAMPLE_RATE,
@@ -48,13 +49,6 @@ from cadence.web.serializers.twilio import (
 
 CHUNK = SAMPLE_RATE // 50
 """Samples per media message: 20 ms, as Twilio sends them."""
-
-
-@dataclass(frozen=True)
-class PlayedAudio:
-    at_ms: float
-    """When this chunk started playing to the caller."""
-    pcm: PCM16
 
 
 @dataclass
@@ -175,9 +169,14 @@ class TwilioEmulator:
         chunks = [p.pcm for p in self.played]
         return np.concatenate(chunks) if chunks else np.zeros(0, np.int16)
 
+    def heard_at_ms(self) -> list[float]:
+        """When each audible window of the reply audio began to play (``hearing``'s rule)."""
+        return audible_at_ms(self.played)
+
     @property
     def first_heard_ms(self) -> float | None:
-        return self.played[0].at_ms if self.played else None
+        """When the caller first heard the reply; ``None`` if nothing audible has played."""
+        return next(iter(self.heard_at_ms()), None)
 
     # --- inside -----------------------------------------------------------------------------
 
@@ -241,7 +240,7 @@ class TwilioEmulator:
                 await self._echo(item)
                 continue
             start = self.now_ms()
-            self.played.append(PlayedAudio(start, item))
+            self.played.append(PlayedAudio(start, item, SAMPLE_RATE))
             play_until = start + 1000.0 * len(item) / SAMPLE_RATE
 
     async def _echo(self, name: str) -> None:

@@ -1,8 +1,10 @@
 """From turn traces to the figures of ``summary.json``.
 
 A pure function of the traces (in their order) and the budget, so that ``cadence report`` on a
-bench's ``traces.jsonl`` reproduces the bench's own summary to the last digit. Each turn counts
-in ``turns``; each latency is taken over the turns that have both of its anchors.
+bench's ``traces.jsonl`` reproduces the bench's own summary to the last digit. Every turn has
+one outcome and counts in ``turns`` and ``outcomes``; the latencies are those of the turns
+answered after the end of speech; budget compliance is taken over every caller turn, a
+talk-over, an unanswered or a failed one counting as a miss.
 """
 
 from __future__ import annotations
@@ -11,14 +13,25 @@ from collections.abc import Sequence
 from typing import Any
 
 from cadence.pipeline.config import BudgetConfig
-from cadence.pipeline.tracing import VOICE_TO_VOICE, AnchorEvent, TurnTrace
+from cadence.pipeline.tracing import (
+    ANSWERED_IN_TIME,
+    PLAYBACK,
+    VOICE_TO_VOICE,
+    AnchorEvent,
+    TurnOutcome,
+    TurnTrace,
+    talked_over_by_ms,
+    turn_outcome,
+)
 from cadence.tooling.bench.stats import percentiles
+from cadence.tooling.report.anchor import end_anchor, voice_to_voice_ms
 from cadence.tooling.report.stages import STAGE_NAMES
 from cadence.tooling.report.summary import (
     DiscardedStats,
     LatencyStats,
     ReportSummary,
     SpeculationCounts,
+    TurnRow,
     VariantSummary,
 )
 from cadence.tooling.report.variants import group_by_variant, primary_variant
@@ -51,18 +64,15 @@ def summarize(
 
 
 def summarize_variant(all_turns: Sequence[TurnTrace], budget: BudgetConfig) -> VariantSummary:
-    # A withdrawn turn was a false start of the turn that follows it, and a premature reply
-    # was heard while the caller was still speaking (its voice-to-voice is negative): both
-    # are counted on their own, and left out of the latencies of the turns answered in time.
-    turns = [
-        turn
-        for turn in all_turns
-        if turn.annotations.get("withdrawn") is not True
-        and turn.annotations.get("premature") is not True
-    ]
-    voice_to_voice = _samples(turns, VOICE_TO_VOICE.name)
+    outcomes = [turn_outcome(turn) for turn in all_turns]
+    anchor = end_anchor(all_turns)
+    # A withdrawn turn was a false start of the turn that follows it: not a turn of the
+    # caller's. Every other turn is one, and only an answer after its end can meet the budget.
+    caller_turns = [o for o in outcomes if o is not TurnOutcome.WITHDRAWN]
+    turns = [t for t, o in zip(all_turns, outcomes, strict=True) if o in ANSWERED_IN_TIME]
+    voice_to_voice = [v for turn in turns if (v := voice_to_voice_ms(turn, anchor)) is not None]
     endpoint_delays = _samples(turns, "endpoint")
-    transcribed = _transcribed(turns)
+    transcribed = _transcribed(all_turns)
     concurrency = [
         value
         for turn in turns
@@ -73,20 +83,26 @@ def summarize_variant(all_turns: Sequence[TurnTrace], budget: BudgetConfig) -> V
         turns=len(all_turns),
         sessions=len({turn.session_id for turn in all_turns}),
         concurrency=max(concurrency, default=None),
+        outcomes={o: outcomes.count(o) for o in TurnOutcome},
+        talked_over_by_ms=latency_stats(
+            [v for turn in all_turns if (v := talked_over_by_ms(turn)) is not None]
+        ),
+        barge_ins=sum(AnchorEvent.INTERRUPTED in turn.events for turn in all_turns),
+        end_anchor=anchor.value,
         voice_to_voice_ms=latency_stats(voice_to_voice),
+        server_voice_to_voice_ms=latency_stats(_samples(turns, VOICE_TO_VOICE.name)),
         stages_ms={name: latency_stats(_samples(turns, name)) for name in STAGE_NAMES},
+        playback_ms=latency_stats(_samples(turns, PLAYBACK.name)),
         within_budget_fraction=(
-            sum(v <= budget.voice_to_voice for v in voice_to_voice) / len(voice_to_voice)
-            if voice_to_voice
+            sum(v <= budget.voice_to_voice for v in voice_to_voice) / len(caller_turns)
+            if caller_turns
             else None
         ),
+        budget_turns=len(caller_turns),
         llm_over_ceiling=sum(
             v > budget.llm_first_emit_ceiling for v in _samples(turns, "llm_first_emit")
         ),
         endpoints_before_speech_end=sum(v < 0 for v in endpoint_delays),
-        interrupted=sum(AnchorEvent.INTERRUPTED in turn.events for turn in turns),
-        withdrawn=sum(turn.annotations.get("withdrawn") is True for turn in all_turns),
-        premature=sum(turn.annotations.get("premature") is True for turn in all_turns),
         vad_end_error_ms=latency_stats(_vad_end_errors(turns)),
         wer=(
             word_error_rate([r for r, _ in transcribed], [t for _, t in transcribed])
@@ -96,6 +112,22 @@ def summarize_variant(all_turns: Sequence[TurnTrace], budget: BudgetConfig) -> V
         wer_turns=len(transcribed),
         speculation=_speculation(all_turns),
         discarded=_discarded(all_turns),
+        per_turn=[
+            _row(turn, outcome, anchor) for turn, outcome in zip(all_turns, outcomes, strict=True)
+        ],
+    )
+
+
+def _row(turn: TurnTrace, outcome: TurnOutcome, anchor: AnchorEvent) -> TurnRow:
+    clip, transcript = turn.annotations.get("clip_id"), turn.annotations.get("transcript")
+    return TurnRow(
+        session_id=turn.session_id,
+        turn=turn.turn,
+        clip_id=clip if isinstance(clip, str) else None,
+        transcript=transcript if isinstance(transcript, str) else None,
+        outcome=outcome,
+        voice_to_voice_ms=voice_to_voice_ms(turn, anchor),
+        stages_ms={name: turn.latencies_ms[name] for name in (*STAGE_NAMES, PLAYBACK.name)},
     )
 
 

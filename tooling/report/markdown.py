@@ -1,21 +1,43 @@
 """``report.md``: the summary as a reader wants it, every figure taken from ``summary.json``
-so the page and the file never disagree."""
+so the page and the file never disagree. It leads with what became of every turn — a reply
+heard while the caller was still speaking, or never, is a failure before it is a latency —
+then the latencies of the turns answered, then every turn in a table."""
 
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 
-from cadence.pipeline.tracing import VOICE_TO_VOICE
+from cadence.pipeline.tracing import VOICE_TO_VOICE, TurnOutcome
 from cadence.tooling.report.stages import LABELS, STAGE_NAMES
 from cadence.tooling.report.summary import LatencyStats, ReportSummary, VariantSummary
 
 _V2V = VOICE_TO_VOICE.name
+
+MAX_TABLE_TURNS = 200
+"""Rows of the per-turn table at most (evenly through the run); ``summary.json`` has all."""
+
+OUTCOME_LABELS = {
+    TurnOutcome.ANSWERED: "answered",
+    TurnOutcome.INTERRUPTED: "answered, then interrupted by the caller",
+    TurnOutcome.TALKED_OVER: "**talked over** (heard before the caller finished)",
+    TurnOutcome.UNANSWERED: "**unanswered**",
+    TurnOutcome.FAILED: "**failed** (a stage failed: fallback or nothing)",
+    TurnOutcome.WITHDRAWN: "withdrawn (a false start; the caller went on)",
+}
+
+END_ANCHORS = {
+    "audio_heard_first": "the first reply sound the caller heard (`audio_heard_first`; the "
+    "rule is in docs/report.md)",
+    "audio_out_first": "the first reply frame the server handed to its transport "
+    "(`audio_out_first`): the caller did not measure these turns, so what it heard came later",
+}
 
 
 def render_markdown(summary: ReportSummary, plots: Mapping[str, str]) -> str:
     """The report page; ``plots`` maps each figure's file name to its caption."""
     sections = [
         _header(summary),
+        _outcomes(summary),
         _voice_to_voice(summary),
         _stage_table(summary),
         _where_the_milliseconds_go(summary),
@@ -23,6 +45,7 @@ def render_markdown(summary: ReportSummary, plots: Mapping[str, str]) -> str:
     ]
     if summary.variants:
         sections.append(_variants_table(summary))
+    sections.append(_per_turn(summary))
     sections.append(
         "## Figures\n\n" + "\n\n".join(f"![{caption}]({name})" for name, caption in plots.items())
     )
@@ -44,18 +67,49 @@ def _header(s: ReportSummary) -> str:
     )
 
 
+def _outcomes(s: ReportSummary) -> str:
+    rows = ["## What became of each turn", "", "| outcome | turns | share |", "|---|---:|---:|"]
+    rows += [
+        f"| {OUTCOME_LABELS[o]} | {n} | {_fraction(n / s.turns if s.turns else None)} |"
+        for o, n in s.outcomes.items()
+    ]
+    rows.append(f"| **all** | **{s.turns}** | |")
+    early = s.talked_over_by_ms
+    notes = [
+        f"Talked over: {s.outcomes[TurnOutcome.TALKED_OVER]} turns, the reply heard "
+        f"p50 {_ms(early.p50)} / max {_ms(early.max)} ms before the caller's end of speech."
+        if early.count
+        else "Talked over: none — no reply was heard before the caller's end of speech.",
+        f"Barge-ins (the caller cut a reply, whatever its outcome): {s.barge_ins}.",
+    ]
+    if s.within_budget_fraction is not None:
+        within = round(s.within_budget_fraction * s.budget_turns)
+        notes.append(
+            f"**Within the {s.budget_ms[_V2V]:.0f} ms budget: {within} of {s.budget_turns} "
+            f"caller turns ({s.within_budget_fraction:.0%})** — a talked-over, unanswered or "
+            "failed turn is a miss; withdrawn turns are false starts of the turn after them."
+        )
+    return "\n".join(rows) + "\n\n" + "  \n".join(notes)
+
+
 def _voice_to_voice(s: ReportSummary) -> str:
-    v2v, budget = s.voice_to_voice_ms, s.budget_ms[_V2V]
-    if s.within_budget_fraction is None:
-        return "## Voice-to-voice\n\nNo turn has both `user_speech_end` and `audio_out_first`."
-    within = round(s.within_budget_fraction * v2v.count)
-    return (
-        "## Voice-to-voice\n\n"
-        f"End of speech → first reply audio sent, over {v2v.count} of {s.turns} turns: "
-        f"**p50 {_ms(v2v.p50)}**, p95 {_ms(v2v.p95)}, p99 {_ms(v2v.p99)}, max {_ms(v2v.max)} "
-        f"ms.  \nBudget {budget:.0f} ms: met by {within} of {v2v.count} turns "
-        f"(**{s.within_budget_fraction:.0%}**)."
+    v2v = s.voice_to_voice_ms
+    title = "## Voice-to-voice of the turns answered\n\n"
+    if not v2v.count:
+        return title + "No turn was answered after the caller's end of speech."
+    text = (
+        f"End of speech → {END_ANCHORS[s.end_anchor]}, over the {v2v.count} turns answered "
+        f"after the end of speech: **p50 {_ms(v2v.p50)}**, p95 {_ms(v2v.p95)}, "
+        f"p99 {_ms(v2v.p99)}, max {_ms(v2v.max)} ms."
     )
+    if s.end_anchor == "audio_heard_first":
+        server, playback = s.server_voice_to_voice_ms, s.playback_ms
+        text += (
+            f"  \nOf which the server (to its first frame sent): p50 {_ms(server.p50)}, "
+            f"p95 {_ms(server.p95)} ms; then playback to the caller's ear: "
+            f"p50 {_ms(playback.p50)}, p95 {_ms(playback.p95)} ms."
+        )
+    return title + text
 
 
 def _stage_table(s: ReportSummary) -> str:
@@ -74,13 +128,15 @@ def _stage_table(s: ReportSummary) -> str:
         f"| **{LABELS[_V2V]}** | **{s.budget_ms[_V2V]:.0f}** "
         f"| {_cells(s.voice_to_voice_ms, s.budget_ms[_V2V])}"
     )
+    if s.playback_ms.count:
+        playback = s.playback_ms
+        cells = " | ".join(_ms(v) for v in (playback.p50, playback.p95, playback.p99))
+        rows.append(f"| playback (to the caller's ear) | – | {cells} | {playback.count} |")
     notes = [
-        f"LLM first emit over its {s.budget_ms['llm_first_emit_ceiling']:.0f} ms ceiling: "
-        f"{s.llm_over_ceiling} turns. Endpoint before the end of speech (the caller cut off): "
-        f"{s.endpoints_before_speech_end} turns. Barge-ins: {s.interrupted} turns. "
-        f"Replies heard before the caller finished: {s.premature} turns. Turns committed too "
-        f"early and withdrawn when the caller went on: {s.withdrawn}. (Both are left out of "
-        "the latencies and the WER.)"
+        f"Over the turns answered after the end of speech. LLM first emit over its "
+        f"{s.budget_ms['llm_first_emit_ceiling']:.0f} ms ceiling: {s.llm_over_ceiling} turns. "
+        f"Endpoint before the true end of speech (the engine decided while the caller was "
+        f"still speaking): {s.endpoints_before_speech_end} turns."
     ]
     if s.vad_end_error_ms.count:
         error = s.vad_end_error_ms
@@ -170,8 +226,8 @@ def _variants_table(s: ReportSummary) -> str:
         ("within budget", lambda v: _fraction(v.within_budget_fraction)),
         ("LLM over its ceiling", lambda v: str(v.llm_over_ceiling)),
         ("endpoints before the end of speech", lambda v: str(v.endpoints_before_speech_end)),
-        ("replies heard before the caller finished", lambda v: str(v.premature)),
-        ("withdrawn commits", lambda v: str(v.withdrawn)),
+        *((OUTCOME_LABELS[o].replace("**", ""), _count(o)) for o in TurnOutcome),
+        ("barge-ins", lambda v: str(v.barge_ins)),
         ("WER", lambda v: "–" if v.wer is None else f"{v.wer:.3f}"),
         ("speculation hits / misses", lambda v: f"{v.speculation.hits} / {v.speculation.misses}"),
         ("turns", lambda v: str(v.turns)),
@@ -192,6 +248,38 @@ def _variants_table(s: ReportSummary) -> str:
 
 def _stage_median(name: str) -> Callable[[VariantSummary], float | None]:
     return lambda v: v.stages_ms[name].p50
+
+
+def _count(outcome: TurnOutcome) -> Callable[[VariantSummary], str]:
+    return lambda v: str(v.outcomes[outcome])
+
+
+def _per_turn(s: ReportSummary) -> str:
+    rows = s.per_turn
+    shown = rows
+    if len(rows) > MAX_TABLE_TURNS:
+        step = len(rows) / MAX_TABLE_TURNS
+        shown = [rows[int(i * step)] for i in range(MAX_TABLE_TURNS)]
+    lines = [
+        "## Every turn",
+        "",
+        f"Voice-to-voice to `{s.end_anchor}`; stages in ms"
+        + (f"; {len(shown)} of {len(rows)} turns, evenly spread" if shown is not rows else "")
+        + ".",
+        "",
+        "| clip | session · turn | heard | outcome | v2v | "
+        + " | ".join(LABELS[n] for n in STAGE_NAMES)
+        + " | playback |",
+        "|---|---|---|---|---:|" + "---:|" * (len(STAGE_NAMES) + 1),
+    ]
+    for row in shown:
+        stages = " | ".join(_ms(row.stages_ms[n]) for n in (*STAGE_NAMES, "playback"))
+        heard = (row.transcript or "").replace("|", "\\|")
+        lines.append(
+            f"| {row.clip_id or '–'} | {row.session_id} · {row.turn} | {heard or '–'} "
+            f"| {row.outcome.value} | {_ms(row.voice_to_voice_ms)} | {stages} |"
+        )
+    return "\n".join(lines)
 
 
 def _row(label: str, cells: list[str]) -> str:

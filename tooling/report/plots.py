@@ -18,7 +18,15 @@ from matplotlib.lines import Line2D
 from matplotlib.patches import Patch
 
 from cadence.pipeline.config import BudgetConfig
-from cadence.pipeline.tracing import STAGE_LATENCIES, VOICE_TO_VOICE, AnchorEvent, TurnTrace
+from cadence.pipeline.tracing import (
+    ANSWERED_IN_TIME,
+    STAGE_LATENCIES,
+    AnchorEvent,
+    TurnOutcome,
+    TurnTrace,
+    turn_outcome,
+)
+from cadence.tooling.report.anchor import end_anchor, voice_to_voice_ms
 from cadence.tooling.report.stages import LABELS, STAGE_NAMES
 
 WATERFALL_TURNS: Final = 40
@@ -97,30 +105,46 @@ def waterfall(turns: Sequence[TurnTrace], variant: str, budget: BudgetConfig) ->
 
 
 def voice_to_voice_cdf(groups: Mapping[str, Sequence[TurnTrace]], budget: BudgetConfig) -> Figure:
+    """Voice-to-voice of the turns answered after the end of speech, as a share of every
+    caller turn: a curve that stops short of 1 is the share talked over, unanswered or failed."""
     fig = Figure(figsize=(8, 4.5), layout="constrained")
     ax = fig.subplots()
+    anchors: set[str] = set()
     for name, turns in groups.items():
+        anchor = end_anchor(turns)
+        anchors.add(anchor.value)
+        outcomes = [turn_outcome(turn) for turn in turns]
+        caller_turns = sum(o is not TurnOutcome.WITHDRAWN for o in outcomes)
         samples = np.sort(
-            [v for turn in turns if (v := turn.latencies_ms[VOICE_TO_VOICE.name]) is not None]
+            [
+                v
+                for turn, outcome in zip(turns, outcomes, strict=True)
+                if outcome in ANSWERED_IN_TIME
+                and (v := voice_to_voice_ms(turn, anchor)) is not None
+            ]
         )
         if samples.size:
-            share = np.arange(1, samples.size + 1) / samples.size
-            ax.step(samples, share, where="post", label=f"{name} ({samples.size} turns)")
+            share = np.arange(1, samples.size + 1) / caller_turns
+            label = f"{name} ({samples.size} of {caller_turns} turns answered)"
+            ax.step(samples, share, where="post", label=label)
     _budget_line(ax, budget)
     ax.set_xlabel("voice-to-voice, ms")
     ax.set_ylabel("share of turns")
     ax.set_ylim(0, 1.02)
     ax.grid(alpha=0.3)
     ax.legend(loc="lower right", fontsize=8)
-    ax.set_title("Voice-to-voice: end of speech → first reply audio sent")
+    ends = " / ".join(sorted(anchors)) or "audio_out_first"
+    ax.set_title(f"Voice-to-voice: end of speech → {ends}, share of caller turns")
     return fig
 
 
 def stage_boxes(turns: Sequence[TurnTrace], variant: str, budget: BudgetConfig) -> Figure:
-    """A box per stage (whiskers at 5 % and 95 %), its budget share marked beside it."""
+    """A box per stage (whiskers at 5 % and 95 %) over the turns answered after the end of
+    speech, as in the summary, its budget share marked beside it."""
     fig = Figure(figsize=(8, 4.5), layout="constrained")
     ax = fig.subplots()
     shares = budget.model_dump()
+    turns = [turn for turn in turns if turn_outcome(turn) in ANSWERED_IN_TIME]
     measured = [
         (position, name, samples)
         for position, name in enumerate(STAGE_NAMES)

@@ -10,9 +10,10 @@ from typing import Any, Final, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
+from cadence.pipeline.tracing import TurnOutcome
 from cadence.tooling.report.stages import STAGE_NAMES
 
-SCHEMA_ID: Final = "cadence.report/1"
+SCHEMA_ID: Final = "cadence.report/2"
 
 
 class _Model(BaseModel):
@@ -42,37 +43,65 @@ class DiscardedStats(_Model):
     total_ms: float = Field(description="summed duration of the thrown-away work")
 
 
+class TurnRow(_Model):
+    """One turn of the run, as the per-turn table shows it."""
+
+    session_id: str
+    turn: int
+    clip_id: str | None
+    transcript: str | None = Field(description="what the engine heard the caller say")
+    outcome: TurnOutcome
+    voice_to_voice_ms: float | None = Field(
+        description="end of speech → the report's end anchor; negative when talked over"
+    )
+    stages_ms: dict[str, float | None] = Field(description="the stages and `playback`")
+
+
 class VariantSummary(_Model):
     """The figures of one variant (one ablation) of a run."""
 
-    turns: int = Field(ge=0, description="every turn, whatever anchors it has")
+    turns: int = Field(ge=0, description="every turn, whatever became of it")
     sessions: int = Field(ge=0)
     concurrency: int | None = Field(
         description="sessions run in parallel (the `concurrency` annotation); null if unknown"
     )
-    voice_to_voice_ms: LatencyStats
+    outcomes: dict[TurnOutcome, int] = Field(
+        description="turns by outcome (docs/trace-schema.md), every outcome, summing to `turns`"
+    )
+    talked_over_by_ms: LatencyStats = Field(
+        description="how long before the caller's end of speech each talked-over reply began"
+    )
+    barge_ins: int = Field(
+        ge=0, description="turns whose reply the caller cut (`interrupted`), whatever else"
+    )
+    end_anchor: Literal["audio_heard_first", "audio_out_first"] = Field(
+        description="where `voice_to_voice_ms` ends: what the caller heard, when the caller "
+        "measured every turn; else the server's first frame sent"
+    )
+    voice_to_voice_ms: LatencyStats = Field(
+        description="end of speech → `end_anchor`, over the turns answered after the end of "
+        "speech (answered or interrupted)"
+    )
+    server_voice_to_voice_ms: LatencyStats = Field(
+        description="end of speech → first reply frame sent (`audio_out_first`), same turns"
+    )
     stages_ms: dict[str, LatencyStats] = Field(
-        description="endpoint, stt, llm_first_emit, tts_first_audio, transport"
+        description="endpoint, stt, llm_first_emit, tts_first_audio, transport; same turns"
+    )
+    playback_ms: LatencyStats = Field(
+        description="first frame sent → first audible sound at the caller's end; same turns"
     )
     within_budget_fraction: float | None = Field(
-        description="share of the measured turns with voice-to-voice ≤ its budget"
+        description="share of the caller's turns (all but withdrawn) answered after the end of "
+        "speech within the voice-to-voice budget: talked-over, unanswered and failed turns are "
+        "misses"
     )
+    budget_turns: int = Field(ge=0, description="the caller's turns that share is taken over")
     llm_over_ceiling: int = Field(
         ge=0, description="turns whose LLM first emit exceeded the hard ceiling"
     )
     endpoints_before_speech_end: int = Field(
         ge=0, description="turns whose endpoint came before the end of speech (cut the caller)"
-    )
-    interrupted: int = Field(ge=0, description="turns cut off by barge-in")
-    withdrawn: int = Field(
-        ge=0,
-        description="turns committed too early and taken back when the caller went on before "
-        "any of the reply was heard; counted in `turns`, left out of every other figure",
-    )
-    premature: int = Field(
-        ge=0,
-        description="turns whose reply was heard before the caller's true end of speech; "
-        "counted in `turns`, left out of the latencies and WER",
     )
     vad_end_error_ms: LatencyStats = Field(
         description="the VAD's end of speech (`vad_speech_end_ms`) − `user_speech_end`"
@@ -81,11 +110,14 @@ class VariantSummary(_Model):
     wer_turns: int = Field(ge=0, description="turns that have both texts")
     speculation: SpeculationCounts
     discarded: dict[str, DiscardedStats] = Field(description="thrown-away work by kind")
+    per_turn: list[TurnRow] = Field(description="every turn, in trace order")
 
     @model_validator(mode="after")
-    def _every_stage(self) -> VariantSummary:
+    def _every_stage_and_outcome(self) -> VariantSummary:
         if tuple(self.stages_ms) != STAGE_NAMES:
             raise ValueError(f"stages_ms must have exactly {', '.join(STAGE_NAMES)} in order")
+        if tuple(self.outcomes) != tuple(TurnOutcome) or sum(self.outcomes.values()) != self.turns:
+            raise ValueError("outcomes must count every outcome, in order, summing to turns")
         return self
 
 
@@ -94,7 +126,7 @@ class ReportSummary(VariantSummary):
     it, else the first in the traces); ``variants`` holds every variant side by side when the
     traces hold more than one."""
 
-    schema_id: Literal["cadence.report/1"] = Field(default=SCHEMA_ID, alias="schema")
+    schema_id: Literal["cadence.report/2"] = Field(default=SCHEMA_ID, alias="schema")
     variant: str = Field(description="name of the variant the top level describes")
     variants: dict[str, VariantSummary] = Field(
         description="every variant in trace order when there are several; empty otherwise"

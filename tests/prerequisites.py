@@ -1,0 +1,53 @@
+"""What a test needs from the machine — a browser, a shipped checkpoint, an installed package —
+and what happens when it is not there.
+
+On a developer's machine a missing prerequisite skips the test with its reason. In CI (the
+environment variable ``CI`` is ``true``; ``.ci/run`` sets it) it fails the test instead: CI must
+never pass by skipping. Skips that are right by design (a check of the message given without
+CUDA, on a machine that has CUDA) are plain ``pytest.mark.skipif`` and stay skips everywhere.
+"""
+
+from __future__ import annotations
+
+import importlib
+import os
+from types import ModuleType
+from typing import NoReturn
+
+import pytest
+
+MARK = "requires"
+"""``@requires(...)`` marks a test with this name; ``conftest.py`` checks it before setup."""
+
+
+def in_ci() -> bool:
+    return os.environ.get("CI", "").lower() == "true"
+
+
+def missing(reason: str) -> NoReturn:
+    """The prerequisite ``reason`` names is missing: skip (fail in CI). Works inside a test, a
+    fixture and at module level (a whole module that needs it)."""
+    if in_ci():
+        pytest.fail(f"CI=true, and a prerequisite is missing: {reason}", pytrace=False)
+    pytest.skip(reason, allow_module_level=True)
+
+
+def requires(met: bool, reason: str) -> pytest.MarkDecorator:
+    """Mark a test (or, as ``pytestmark``, a module) that needs ``met`` to hold: when it does
+    not, the test is skipped with ``reason`` — or fails, in CI."""
+    return getattr(pytest.mark, MARK)(met=met, reason=reason)
+
+
+def check_marks(item: pytest.Item) -> None:
+    """Skip (fail in CI) ``item`` if any of its ``requires`` marks is unmet."""
+    for mark in item.iter_markers(MARK):
+        if not mark.kwargs["met"]:
+            missing(mark.kwargs["reason"])
+
+
+def import_or_missing(name: str, reason: str) -> ModuleType:
+    """The module ``name``, or :func:`missing` when it cannot be imported."""
+    try:
+        return importlib.import_module(name)
+    except ImportError:
+        missing(reason)
