@@ -9,15 +9,13 @@ CUDA, on a machine that has CUDA) are plain ``pytest.mark.skipif`` and stay skip
 
 from __future__ import annotations
 
-import importlib
 import os
-from types import ModuleType
 from typing import NoReturn
 
 import pytest
 
 MARK = "requires"
-"""``@requires(...)`` marks a test with this name; ``conftest.py`` checks it before setup."""
+"""The name of the mark :func:`requires` makes; ``conftest.py`` checks it before setup."""
 
 
 def in_ci() -> bool:
@@ -35,7 +33,7 @@ def missing(reason: str) -> NoReturn:
 def requires(met: bool, reason: str) -> pytest.MarkDecorator:
     """Mark a test (or, as ``pytestmark``, a module) that needs ``met`` to hold: when it does
     not, the test is skipped with ``reason`` — or fails, in CI."""
-    return getattr(pytest.mark, MARK)(met=met, reason=reason)
+    return pytest.mark.requires(met=met, reason=reason)
 
 
 def check_marks(item: pytest.Item) -> None:
@@ -43,11 +41,3 @@ def check_marks(item: pytest.Item) -> None:
     for mark in item.iter_markers(MARK):
         if not mark.kwargs["met"]:
             missing(mark.kwargs["reason"])
-
-
-def import_or_missing(name: str, reason: str) -> ModuleType:
-    """The module ``name``, or :func:`missing` when it cannot be imported."""
-    try:
-        return importlib.import_module(name)
-    except ImportError:
-        missing(reason)

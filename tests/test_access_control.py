@@ -28,7 +28,14 @@ import numpy as np
 import pytest
 from aiortc import RTCConfiguration, RTCPeerConnection
 from twilio_phone import TwilioPhone
-from web_harness import CHROMIUM, chromium_page, fake_microphone, free_port, wait_until, web_config
+from web_harness import (
+    chromium_page,
+    fake_microphone,
+    free_port,
+    needs_chromium,
+    wait_until,
+    web_config,
+)
 from websockets.asyncio.client import ClientConnection, connect
 from websockets.datastructures import Headers
 from websockets.exceptions import ConnectionClosed, InvalidStatus
@@ -283,7 +290,7 @@ async def test_the_websockets_need_the_token_when_one_is_configured() -> None:
         )
 
 
-@pytest.mark.skipif(not CHROMIUM.exists(), reason="needs /usr/bin/chromium")
+@needs_chromium
 @pytest.mark.usefixtures("secrets")
 async def test_the_page_forwards_the_token_it_was_opened_with(tmp_path: Path) -> None:
     microphone = fake_microphone(tmp_path / "mic.wav", [np.zeros(16000, dtype=np.int16)])

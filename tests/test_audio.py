@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import sys
 import warnings
 
 import numpy as np
@@ -119,10 +120,11 @@ def test_ulaw_known_codes() -> None:
     assert ulaw_decode(bytes([0xFF, 0x80, 0x00])).tolist() == [0, 32124, -32124]
 
 
+@pytest.mark.skipif(sys.version_info >= (3, 13), reason="audioop left Python in 3.13")
 def test_ulaw_is_bit_exact_with_the_classic_codec_over_all_inputs() -> None:
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", DeprecationWarning)
-        audioop = pytest.importorskip("audioop", reason="audioop left Python in 3.13")
+        import audioop
     encoded = np.frombuffer(audioop.lin2ulaw(ALL_INT16.tobytes(), 2), dtype=np.uint8)
     assert np.array_equal(ulaw_encode(ALL_INT16), encoded)
     codes = np.arange(256, dtype=np.uint8)

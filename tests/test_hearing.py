@@ -17,7 +17,8 @@ RATE = 8000
 def tone(ms: float, db: float, rate: int = RATE) -> PCM16:
     t = np.arange(round(rate * ms / 1000)) / rate
     amplitude = 32767 * 10 ** (db / 20) * np.sqrt(2)  # RMS of the sine at `db` dBFS
-    return (amplitude * np.sin(2 * np.pi * 440 * t)).astype(np.int16)
+    pcm: PCM16 = (amplitude * np.sin(2 * np.pi * 440 * t)).astype(np.int16)
+    return pcm
 
 
 def silence(ms: float, rate: int = RATE) -> PCM16:

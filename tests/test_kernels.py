@@ -6,6 +6,7 @@ import math
 
 import pytest
 import torch
+from prerequisites import requires
 
 from cadence import kernels
 from cadence.kernels.commit_reference import commit_reference, select_commits, top_predictions
@@ -126,7 +127,9 @@ def test_capturing_a_graph_without_cuda_says_so() -> None:
         CapturedStep(lambda: torch.zeros(1))
 
 
-@pytest.mark.skipif(not (EMBEDDED_DIR / "dllm.pt").exists(), reason="no shipped checkpoint")
+@requires(
+    (EMBEDDED_DIR / "dllm.pt").exists(), "needs the shipped checkpoint llm/checkpoints/dllm.pt"
+)
 def test_the_bench_times_each_kernel_step_and_reply_on_cpu() -> None:
     cpu = torch.device("cpu")
     chosen = bench.implementations(cpu, interpreter=False)

@@ -11,6 +11,7 @@ from __future__ import annotations
 from functools import cache, partial
 
 import pytest
+from prerequisites import requires
 
 from cadence.core.clock import VirtualClock
 from cadence.kernels.cuda_graph import bucket_length
@@ -39,8 +40,8 @@ RECORDED: dict[float, list[tuple[list[int], list[int]]]] = {
     ],
 }
 
-pytestmark = pytest.mark.skipif(
-    not (EMBEDDED_DIR / "dllm.pt").exists(), reason="shipped checkpoint not trained yet"
+pytestmark = requires(
+    (EMBEDDED_DIR / "dllm.pt").exists(), "needs the shipped checkpoint llm/checkpoints/dllm.pt"
 )
 
 

@@ -4,21 +4,27 @@ from __future__ import annotations
 
 import itertools
 from collections.abc import Collection
+from dataclasses import dataclass, field
+from functools import cache
 from typing import Any
 
 import llm_tiny
 import pytest
 import torch
+from prerequisites import requires
 
 from cadence.core.clock import VirtualClock
 from cadence.kernels import commit_reference
 from cadence.llm.attention_masks import visibility
 from cadence.llm.autoregressive import AutoregressiveDecoder
 from cadence.llm.block_diffusion import BlockDiffusionDecoder, committed_prefix
+from cadence.llm.checkpoint import EMBEDDED_DIR, LoadedModel, load_model
 from cadence.llm.commit_rule import deadline_threshold
 from cadence.llm.decoding import DecodingOptions, ReplyStats, never_in_reply
 from cadence.llm.dialogue import Turn
+from cadence.llm.dialogue_format import DialogueFormat
 from cadence.llm.model import Transformer
+from cadence.llm.options import LLMOptions
 
 END = 2
 HISTORY = [
@@ -145,41 +151,146 @@ def test_running_late_commits_more_per_step() -> None:
 # --- decoding ----------------------------------------------------------------------------
 
 
-def _uncached_diffusion(model: Transformer, prompt: list[int], max_tokens: int) -> list[int]:
-    """The decoding rule recomputed from scratch at every step: the whole sequence, no cache."""
-    special = llm_tiny.tokenizer().special
-    ends = (special.end_of_turn, special.pad)
+@dataclass
+class _Reference:
+    """What :func:`_reference_diffusion` decoded, and how."""
+
+    token_ids: list[int] = field(default_factory=list)
+    steps_per_block: list[int] = field(default_factory=list)
+    commits_per_step: list[int] = field(default_factory=list)
+    closest_to_threshold: float = 1.0
+    """The smallest |confidence − τ| of a position that could commit: how far the decisions
+    are from a rounding difference between the two ways of computing the logits."""
+
+
+def _reference_commits(
+    confidence: list[float], prediction: list[int], masked: list[bool], tau: float, ends: set[int]
+) -> list[int]:
+    """The documented commit rule, position by position: every masked position at least τ
+    confident commits, and at least the most confident one (the first of equals); an end of
+    turn or padding only once nothing left of it is masked."""
+    eligible = [
+        i
+        for i in range(len(masked))
+        if masked[i] and confidence[i] > 0 and not (prediction[i] in ends and any(masked[:i]))
+    ]
+    sure = [i for i in eligible if confidence[i] >= tau]
+    if sure or not eligible:
+        return sure
+    return [max(eligible, key=lambda i: (confidence[i], -i))]
+
+
+def _reference_diffusion(
+    model: Transformer, fmt: DialogueFormat, prompt: list[int], tau: float, max_tokens: int
+) -> _Reference:
+    """Block diffusion as documented, with nothing of the decoder: no KV cache, no emitter —
+    at every step the whole conversation so far (the context, the reply's finished blocks,
+    the current block with its masks) goes through the model under the block-causal mask, and
+    the step commits by :func:`_reference_commits`. The reply ends at an end of turn or
+    padding with nothing masked before it, or at ``max_tokens``."""
+    special = fmt.tokenizer.special
+    ends = {special.end_of_turn, special.pad}
+    banned = torch.tensor([special.mask, special.user, special.agent])
     size = model.config.block_size
-    sequence, reply = prompt[:-1], []
-    for index in range(-(-(max_tokens + 1) // size)):
-        block = [special.mask] * size
-        masked = torch.ones(size, dtype=torch.bool)
-        if index == 0:
+    sequence = prompt[:-1]  # the reply's first block starts with <agent>, at a block boundary
+    assert sequence, "the reference needs a context before the reply"
+    assert len(sequence) % size == 0
+    reply_start = len(sequence) + 1
+    result = _Reference()
+    finished = False
+    while not finished and len(sequence) - reply_start < max_tokens:
+        block, masked = [special.mask] * size, [True] * size
+        if len(sequence) < reply_start:
             block[0], masked[0] = special.agent, False
-        while masked.any():
-            tokens = torch.tensor([sequence + block])
-            positions = torch.arange(tokens.shape[1])[None]
-            mask = visibility(positions, positions, "block_causal", size)[:, None]
-            logits = model(tokens, positions, mask)[0]
-            first = logits[len(sequence) - 1] if sequence and index else logits[0]
-            shifted = torch.cat((first[None], logits[-size:-1]))
-            shifted = shifted.index_fill(-1, never_in_reply(special), float("-inf"))
-            confidence, prediction = shifted.softmax(-1).max(-1)
-            commit = select_commits(confidence, prediction, masked, 1.0, ends)
-            for position in commit.nonzero().flatten().tolist():
-                block[position] = int(prediction[position])
-            masked &= ~commit
+        steps = 0
+        while any(masked) and not finished:
+            tokens = sequence + block
+            positions = torch.arange(len(tokens))
+            allowed = visibility(positions, positions, "block_causal", size)
+            with torch.inference_mode():
+                logits = model(torch.tensor([tokens]), positions[None], allowed[None, None])[0]
+            # Output j - 1 predicts position j: the block's first from the row before it.
+            rows = logits[len(sequence) - 1 : -1].index_fill(-1, banned, float("-inf"))
+            confidence, prediction = rows.softmax(-1).max(-1)
+            commits = _reference_commits(
+                confidence.tolist(), prediction.tolist(), masked, tau, ends
+            )
+            for i in range(size):
+                if masked[i] and not (int(prediction[i]) in ends and any(masked[:i])):
+                    gap = abs(float(confidence[i]) - tau)
+                    result.closest_to_threshold = min(result.closest_to_threshold, gap)
+            for i in commits:
+                block[i], masked[i] = int(prediction[i]), False
+            steps += 1
+            result.commits_per_step.append(len(commits))
+            # The reply so far: its committed tokens up to the first masked one or an end.
+            said: list[int] = []
+            for token, is_masked in zip(
+                (sequence + block)[reply_start:],
+                ([False] * len(sequence) + masked)[reply_start:],
+                strict=True,
+            ):
+                if is_masked or token in ends:
+                    finished = not is_masked
+                    break
+                said.append(token)
+            result.token_ids = said[:max_tokens]
+            finished = finished or len(said) >= max_tokens
+        result.steps_per_block.append(steps)
         sequence += block
-        reply += block[1:] if index == 0 else block
-    return committed_prefix(reply, [False] * len(reply), ends)[0][:max_tokens]
+    return result
 
 
-def test_cached_diffusion_decoding_equals_uncached_decoding() -> None:
+def test_cached_diffusion_decoding_equals_the_reference_one_commit_per_step() -> None:
+    """τ = 1 on the tiny model: one commit per step, the most confident position."""
     options = DecodingOptions(confidence_threshold=1.0, max_reply_tokens=11)
     decoder = _diffusion(options)
     stats = _run(decoder, _prompt())
-    assert stats.token_ids == _uncached_diffusion(decoder.model, _prompt(), 11)
+    reference = _reference_diffusion(decoder.model, decoder.format, _prompt(), 1.0, 11)
+    assert stats.token_ids == reference.token_ids
+    assert stats.steps_per_block == reference.steps_per_block
+    assert set(reference.commits_per_step) == {1}
     assert len(stats.token_ids) == 11  # a random model never ends: the cap stops it
+
+
+@cache
+def _shipped() -> LoadedModel:
+    return load_model("embedded:dllm")
+
+
+@requires(
+    (EMBEDDED_DIR / "dllm.pt").exists(), "needs the shipped checkpoint llm/checkpoints/dllm.pt"
+)
+@pytest.mark.parametrize(
+    "history",
+    [HISTORY, [Turn("user", "What is the weather going to be like in Boston this weekend?")]],
+    ids=["three turns", "one turn"],
+)
+def test_cached_decoding_at_the_default_threshold_equals_a_from_scratch_reference(
+    history: list[Turn],
+) -> None:
+    """At the default τ several positions commit in one step; the cached decoder (its KV
+    cache, early emission, the kernel dispatcher) must commit exactly what the reference
+    commits, token for token and step for step. The shipped checkpoint: the tiny random
+    model is never confident enough to commit two positions at once."""
+    defaults = LLMOptions()
+    tau = defaults.confidence_threshold
+    shipped = _shipped()
+    fmt = shipped.format
+    prompt = fmt.prompt(history, defaults.history_turns, defaults.max_context_tokens)
+    options = DecodingOptions(confidence_threshold=tau, max_reply_tokens=defaults.max_reply_tokens)
+    # A clock that never moves: no block runs late, so τ is never lowered.
+    decoder = BlockDiffusionDecoder(shipped.model, fmt, options, VirtualClock())
+    stats = _run(decoder, prompt)
+    reference = _reference_diffusion(shipped.model, fmt, prompt, tau, options.max_reply_tokens)
+    assert stats.token_ids == reference.token_ids, (
+        f"closest confidence to τ: {reference.closest_to_threshold:.2e}"
+    )
+    assert stats.steps_per_block == reference.steps_per_block
+    assert stats.text == fmt.tokenizer.decode(reference.token_ids)
+    # The case under test happened: steps that committed several positions at once.
+    assert max(reference.commits_per_step) > 1, reference.commits_per_step
+    assert len(reference.steps_per_block) > 1  # and more than one block: the cache was used
 
 
 def test_cached_autoregressive_decoding_equals_uncached_decoding() -> None:
@@ -267,5 +378,9 @@ def test_over_long_history_is_truncated_from_the_oldest_turn() -> None:
 
 def test_unusual_characters_survive_the_round_trip() -> None:
     history = [Turn("user", "Café → 東京? 🎉🎉 naïve\ttabs\nnewline \u200b zero-width")]
+    tokenizer = llm_tiny.tokenizer()
+    for turn in history:  # what the model is given is what the caller said
+        assert tokenizer.decode(tokenizer.encode(turn.text)) == turn.text
     stats = _run(_diffusion(DecodingOptions(max_reply_tokens=6)), _prompt(history))
-    assert isinstance(stats.text, str)
+    assert len(stats.token_ids) == 6  # a random model never ends: the cap stops it
+    assert stats.text == tokenizer.decode(stats.token_ids)

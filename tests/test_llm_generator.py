@@ -9,6 +9,7 @@ from collections.abc import Iterator
 import llm_tiny
 import pytest
 import torch
+from prerequisites import requires
 
 from cadence.core.clock import VirtualClock
 from cadence.llm import (
@@ -32,6 +33,10 @@ HISTORY = [
     Turn("agent", "What kind of food would you like?"),
     Turn("user", "Italian, please."),
 ]
+needs_shipped_checkpoints = requires(
+    all((EMBEDDED_DIR / name).exists() for name in ("dllm.pt", "ar.pt")),
+    "needs the shipped checkpoints llm/checkpoints/dllm.pt and ar.pt",
+)
 OPTIONS = GeneratorOptions(decoding=DecodingOptions(max_reply_tokens=9), max_context_tokens=64)
 
 
@@ -78,10 +83,7 @@ async def test_a_stream_abandoned_midway_leaves_the_generator_usable() -> None:
     assert await generator.reply(HISTORY) == await _generators()[0].reply(HISTORY)
 
 
-@pytest.mark.skipif(
-    not (EMBEDDED_DIR / "dllm.pt").exists() or not (EMBEDDED_DIR / "ar.pt").exists(),
-    reason="shipped checkpoints not trained yet",
-)
+@needs_shipped_checkpoints
 @pytest.mark.parametrize("backend", ["dllm", "ar"])
 async def test_shipped_checkpoint_answers_a_request(backend: str) -> None:
     config = LLMOptions(
@@ -93,9 +95,8 @@ async def test_shipped_checkpoint_answers_a_request(backend: str) -> None:
     assert generator.last_stats.steps_per_block
 
 
+@needs_shipped_checkpoints
 def test_a_checkpoint_that_does_not_fit_the_backend_is_refused() -> None:
-    if not (EMBEDDED_DIR / "ar.pt").exists():
-        pytest.skip("shipped checkpoints not trained yet")
     with pytest.raises(Exception, match=r"models\.llm\.checkpoint"):
         load_local_generator(LLMOptions(backend="dllm", checkpoint="embedded:ar"))
 

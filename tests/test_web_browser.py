@@ -11,17 +11,16 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import pytest
 from playwright.async_api import Page, WebSocket
 from speech_data import clip
 from web_harness import (
     ARTIFACTS,
-    CHROMIUM,
     LEADING_SILENCE_MS,
     PAGE_QUERY,
     SPEECH_RATE,
     chromium_page,
     fake_microphone,
+    needs_chromium,
     running_server,
     wait_until,
     web_config,
@@ -31,9 +30,7 @@ from cadence.pipeline.tracing import STAGE_LATENCIES, TurnTrace
 from cadence.voice.stt import word_error_rate
 from cadence.web.server import CadenceServer
 
-pytestmark = pytest.mark.skipif(
-    not CHROMIUM.exists(), reason="needs Chromium at /usr/bin/chromium (make test installs it)"
-)
+pytestmark = needs_chromium
 
 CONVERSATION = ("ds_arctic_a0024", "sb_spk1_snt2", "sb_spk2_snt4")
 """Clips whose speech starts at once or after near-silence: cut out of a recording with a noise

@@ -12,6 +12,7 @@ from pathlib import Path
 
 import numpy as np
 from playwright.async_api import Page, async_playwright
+from prerequisites import requires
 
 from cadence.pipeline.config import CadenceConfig, ServerConfig, TracingConfig
 from cadence.voice.audio import PCM16, resample
@@ -19,6 +20,10 @@ from cadence.voice.audio.wavfile import write_wav
 from cadence.web.server import CadenceServer
 
 CHROMIUM = Path("/usr/bin/chromium")
+needs_chromium = requires(
+    CHROMIUM.exists(), f"needs Chromium at {CHROMIUM} (`make chromium` installs it)"
+)
+"""Mark of a test that runs the page in Chromium: skipped without it, failed in CI."""
 ARTIFACTS = Path(__file__).parent.parent / "test-artifacts" / "web"
 """Screenshots and measured figures of the browser tests (ignored by git)."""
 

@@ -3,14 +3,15 @@ a metric that counts turns can leave none out.
 
 The outcome is read off the trace alone, in this order — the first that applies:
 
-1. ``withdrawn``: committed too early and taken back before any of the reply was heard (the
-   caller went on; the turn continues in the next one).
-2. ``failed``: a stage failed or ran past its time limit (``failure``, ``stt_error``,
+1. ``failed``: a stage failed or ran past its time limit (``failure``, ``stt_error``,
    ``llm_error``): the caller heard a fallback phrase, or nothing.
-3. ``unanswered``: no reply was heard (the call ended first, or the engine never answered).
-4. ``talked_over``: the reply was heard before the caller's end of speech — the agent spoke
+2. ``talked_over``: the reply was heard before the caller's end of speech — the agent spoke
    while the caller was still talking. With a benchmark's ground truth this is exact; on a
-   live server it is as the VAD saw it.
+   live server it is as the VAD saw it. This holds even for a reply the engine then
+   withdrew: the caller heard it.
+3. ``withdrawn``: committed too early and taken back before any of the reply was heard (the
+   caller went on; the turn continues in the next one).
+4. ``unanswered``: no reply was heard (the call ended first, or the engine never answered).
 5. ``interrupted``: answered after the end of speech, then cut by the caller's barge-in.
 6. ``answered``: answered after the end of speech, and heard out.
 
@@ -35,11 +36,11 @@ ERROR_ANNOTATIONS = ("failure", "stt_error", "llm_error")
 
 class TurnOutcome(StrEnum):
     ANSWERED = "answered"
-    TALKED_OVER = "talked_over"
-    WITHDRAWN = "withdrawn"
     INTERRUPTED = "interrupted"
+    TALKED_OVER = "talked_over"
     UNANSWERED = "unanswered"
     FAILED = "failed"
+    WITHDRAWN = "withdrawn"
 
 
 ANSWERED_IN_TIME = frozenset({TurnOutcome.ANSWERED, TurnOutcome.INTERRUPTED})
@@ -58,16 +59,16 @@ def heard_at_ms(turn: TurnTrace) -> float | None:
 
 def turn_outcome(turn: TurnTrace) -> TurnOutcome:
     """The one outcome of ``turn`` (the order is the module's docstring)."""
-    if turn.annotations.get("withdrawn") is True:
-        return TurnOutcome.WITHDRAWN
     if any(turn.annotations.get(key) for key in ERROR_ANNOTATIONS):
         return TurnOutcome.FAILED
     heard = heard_at_ms(turn)
+    speech_end = turn.events.get(AnchorEvent.USER_SPEECH_END)
+    if heard is not None and speech_end is not None and heard < speech_end:
+        return TurnOutcome.TALKED_OVER
+    if turn.annotations.get("withdrawn") is True:
+        return TurnOutcome.WITHDRAWN
     if heard is None:
         return TurnOutcome.UNANSWERED
-    speech_end = turn.events.get(AnchorEvent.USER_SPEECH_END)
-    if speech_end is not None and heard < speech_end:
-        return TurnOutcome.TALKED_OVER
     if AnchorEvent.INTERRUPTED in turn.events:
         return TurnOutcome.INTERRUPTED
     return TurnOutcome.ANSWERED
