@@ -7,7 +7,7 @@ import asyncio
 from collections.abc import AsyncIterator
 
 import pytest
-from prerequisites import MARK, check_marks
+from prerequisites import MARK, apply_marks, fail_unmet
 
 
 def pytest_configure(config: pytest.Config) -> None:
@@ -18,9 +18,14 @@ def pytest_configure(config: pytest.Config) -> None:
     )
 
 
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    for item in items:
+        apply_marks(item)
+
+
 @pytest.hookimpl(tryfirst=True)
 def pytest_runtest_setup(item: pytest.Item) -> None:
-    check_marks(item)
+    fail_unmet(item)
 
 
 @pytest.fixture(autouse=True)

@@ -36,8 +36,21 @@ def requires(met: bool, reason: str) -> pytest.MarkDecorator:
     return pytest.mark.requires(met=met, reason=reason)
 
 
-def check_marks(item: pytest.Item) -> None:
-    """Skip (fail in CI) ``item`` if any of its ``requires`` marks is unmet."""
-    for mark in item.iter_markers(MARK):
-        if not mark.kwargs["met"]:
-            missing(mark.kwargs["reason"])
+def unmet(item: pytest.Item) -> list[str]:
+    """The reasons of ``item``'s ``requires`` marks that are not met."""
+    return [mark.kwargs["reason"] for mark in item.iter_markers(MARK) if not mark.kwargs["met"]]
+
+
+def apply_marks(item: pytest.Item) -> None:
+    """At collection: an unmet ``requires`` mark becomes a skip, reported at the test (in CI,
+    :func:`fail_unmet` fails the test instead)."""
+    if not in_ci():
+        for reason in unmet(item):
+            item.add_marker(pytest.mark.skip(reason=reason))
+
+
+def fail_unmet(item: pytest.Item) -> None:
+    """Before setup, in CI: fail ``item`` if a ``requires`` mark of it is unmet."""
+    if in_ci():
+        for reason in unmet(item):
+            missing(reason)

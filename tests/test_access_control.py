@@ -170,7 +170,9 @@ def test_a_signature_with_or_without_the_default_port_is_accepted() -> None:
         "Host": "evil.example",
         "X-Twilio-Signature": sign(TWILIO_AUTH_TOKEN, "wss://voice.example.com/twilio"),
     }
-    assert policy.websocket(request_to("/twilio", elsewhere), twilio=True) is not None
+    refusal = policy.websocket(request_to("/twilio", elsewhere), twilio=True)
+    assert refusal is not None
+    assert refusal.status == 401
 
 
 def test_a_message_rate_lets_a_burst_pass_and_stops_a_flood() -> None:
@@ -440,7 +442,7 @@ async def test_a_twilio_stream_over_its_message_rate_is_closed_with_1008(
         async with TwilioPhone(ws_url(server, "/twilio")) as phone:
             silence = encode(media_message(phone.stream_sid, bytes(160)))
             with contextlib.suppress(ConnectionClosed):
-                for _ in range(30):  # at once: the burst of 10 per second is 20
+                for _ in range(100):  # five times the burst (20 at 10 per second), at once
                     await phone.send_raw(silence)
             await phone.closed()
         assert phone.close_code == CloseCode.POLICY_VIOLATION

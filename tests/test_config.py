@@ -8,7 +8,13 @@ from pathlib import Path
 
 import pytest
 
-from cadence.pipeline.config import CadenceConfig, ConfigError, load_config, render_defaults
+from cadence.pipeline.config import (
+    CadenceConfig,
+    ConfigError,
+    VADConfig,
+    load_config,
+    render_defaults,
+)
 
 ROOT = Path(__file__).resolve().parents[1]
 DEFAULT = ROOT / "configs" / "default.yaml"
@@ -38,8 +44,9 @@ def test_default_configuration_is_offline() -> None:
 def test_a_partial_file_keeps_the_other_defaults(tmp_path: Path) -> None:
     config = load_config(write(tmp_path, "vad:\n  endpoint_silence_ms: 300\n"))
     assert config.vad.endpoint_silence_ms == 300
-    assert config.vad.mode == 3
-    assert config.budget.voice_to_voice == 500
+    # Everything else is the built-in default, in that section and in every other.
+    assert config.vad == VADConfig(endpoint_silence_ms=300)
+    assert config.model_copy(update={"vad": VADConfig()}) == CadenceConfig()
 
 
 def test_errors_name_the_file_the_line_the_key_and_the_expectation(tmp_path: Path) -> None:

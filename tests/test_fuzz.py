@@ -14,6 +14,7 @@ import contextlib
 import json
 import logging
 import time
+import tracemalloc
 import uuid
 from collections.abc import AsyncIterator, Callable, Coroutine
 from pathlib import Path
@@ -200,7 +201,7 @@ def stream_of(data: bytes) -> asyncio.StreamReader:
 async def test_an_audiosocket_stream_is_frames_then_an_end_or_a_protocol_error(data: bytes) -> None:
     reader = stream_of(data)
     read = 0
-    async with asyncio.timeout(1):  # never waits for more than the stream holds
+    async with asyncio.timeout(10):  # never waits for more than the stream holds
         while True:
             try:
                 frame = await audiosocket.read_frame(reader)
@@ -332,7 +333,7 @@ async def test_hostile_input_leaves_the_server_serving_normal_calls(
 
     async with TwilioEmulator(f"ws://127.0.0.1:{server.port}/twilio") as phone:
         await phone.say(clip("osr_us_0034_8k_s01").telephone_audio(), 8000)
-        deadline = time.monotonic() + 20
+        deadline = time.monotonic() + 60  # a minute: however busy the machine
         while not phone.played and time.monotonic() < deadline:
             await phone.pause(100)
     assert phone.played, "no reply after the fuzzing"
@@ -410,17 +411,49 @@ HOSTILE_CONFIGS = [
 
 
 @pytest.mark.parametrize(("text", "expected"), HOSTILE_CONFIGS)
-def test_a_hostile_configuration_is_refused_quickly_with_a_clear_message(
+def test_a_hostile_configuration_is_refused_with_a_clear_message(
     tmp_path: Path, text: str, expected: str
 ) -> None:
     path = tmp_path / "hostile.yaml"
     path.write_text(text)
-    started = time.perf_counter()
     with pytest.raises(ConfigError, match=expected) as error:
         load_config(path)
-    assert time.perf_counter() - started < 2.0
     assert str(error.value).startswith(str(path))
     assert len(str(error.value)) < 1000
+
+
+EXPANDED_BYTES = 10_000_000
+"""Refusing a bomb takes kilobytes; anything that walked its expansion (9⁹ values; even one
+level of it quoted in a message is megabytes) would take gigabytes, and minutes. Memory, unlike
+time, does not depend on how busy the machine is."""
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        p
+        for p in HOSTILE_CONFIGS
+        if p.id in {"billion-laughs", "billion-laughs-of-mappings", "recursive-alias"}
+    ],
+)
+def test_a_yaml_bomb_is_refused_without_being_expanded(
+    tmp_path: Path, text: str, expected: str
+) -> None:
+    path = tmp_path / "bomb.yaml"
+    path.write_text(text)
+    tracing = tracemalloc.is_tracing()
+    if not tracing:
+        tracemalloc.start()
+    try:
+        tracemalloc.reset_peak()
+        before = tracemalloc.get_traced_memory()[0]
+        with pytest.raises(ConfigError, match=expected):
+            load_config(path)
+        peak = tracemalloc.get_traced_memory()[1] - before
+    finally:
+        if not tracing:
+            tracemalloc.stop()
+    assert peak < EXPANDED_BYTES
 
 
 def test_a_file_that_is_not_text_is_refused(tmp_path: Path) -> None:

@@ -17,6 +17,7 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 from cadence.core.clock import VirtualClock
 from cadence.pipeline.config import TracingConfig
 from cadence.pipeline.tracing import (
+    STAGE_LATENCIES,
     AnchorEvent,
     JSONLTraceSink,
     LatencyTracer,
@@ -61,15 +62,23 @@ async def test_derived_latencies_of_a_scripted_turn(tmp_path: Path) -> None:
     turn = tracer.end_turn()
     assert turn is not None
     assert turn.latencies_ms == {
+        "heard_voice_to_voice": None,  # a server alone cannot know what the caller heard
         "voice_to_voice": 275.0,
         "endpoint": 200.0,
         "stt": -50.0,  # negative: speculation finished before the endpoint
         "llm_first_emit": 90.0,
         "tts_first_audio": 30.0,
         "transport": 5.0,
+        "playback": None,
     }
-    stages = [v for k, v in turn.latencies_ms.items() if k != "voice_to_voice"]
+    stages = [turn.latencies_ms[latency.name] for latency in STAGE_LATENCIES]
     assert sum(v for v in stages if v is not None) == turn.latencies_ms["voice_to_voice"]
+    # Where the caller measured, the stages and playback add up to what it heard.
+    heard = turn.model_copy(
+        update={"events": {**turn.events, A.AUDIO_HEARD_FIRST: turn.events[A.AUDIO_OUT_FIRST] + 60}}
+    )
+    assert heard.latencies_ms["playback"] == 60.0
+    assert heard.latencies_ms["heard_voice_to_voice"] == 275.0 + 60.0
     tracer.close()
 
     line = json.loads(log.read_text().splitlines()[0])

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import time
+from collections.abc import Iterator
 
 import numpy as np
 import pytest
@@ -20,7 +21,7 @@ from cadence.pipeline.frames import (
 from cadence.pipeline.pipeline import Pipeline
 from cadence.pipeline.stage import Stage
 from cadence.pipeline.stages import TTSStage
-from cadence.voice.audio import resample
+from cadence.voice.audio import PCM16, resample
 from cadence.voice.model_errors import ModelUnavailableError
 from cadence.voice.stt import word_error_rate
 from cadence.voice.tts import PhraseSplitter, load_synthesizer
@@ -125,40 +126,57 @@ async def test_the_first_phrase_is_heard_before_the_reply_is_finished() -> None:
     await pipeline.start()
     await pipeline.queue(TextPieceFrame(text="Sure, ", at_ms=0, reply_index=0))
     await pipeline.queue(TextPieceFrame(text="let me check", at_ms=0, reply_index=0))
-    for _ in range(200):
-        if collect.timed:
-            break
-        await asyncio.sleep(0.01)
+    await until_audio(collect)  # the reply is not over: no end of it has been sent
     assert collect.timed, "no audio for a complete first phrase while the reply continues"
     await pipeline.queue(EndOfReplyFrame(reply_index=0))
     await pipeline.end(timeout_s=30)
 
 
-async def test_an_interrupt_stops_synthesis_promptly() -> None:
+async def test_an_interrupt_stops_synthesis_promptly(monkeypatch: pytest.MonkeyPatch) -> None:
+    voice = synthesizer()
+    synthesized: list[str] = []
+    """The phrase of each chunk of audio the synthesis thread produced, in order."""
+    real = voice.synthesize_blocking
+
+    def recording(text: str) -> Iterator[PCM16]:
+        for chunk in real(text):
+            synthesized.append(text)
+            yield chunk
+
+    monkeypatch.setattr(voice, "synthesize_blocking", recording)
     feeder, collect = Feeder(name="feeder"), Collector()
-    pipeline = Pipeline([feeder, TTSStage(synthesizer(), output_sample_rate=16000), collect])
+    pipeline = Pipeline([feeder, TTSStage(voice, output_sample_rate=16000), collect])
     await pipeline.start()
     long_reply = " ".join(f"This is sentence number {i} of a very long answer." for i in range(30))
     for frame in reply(long_reply):
         await pipeline.queue(frame)
-    for _ in range(1000):  # until the first audio
-        if collect.timed:
-            break
-        await asyncio.sleep(0.005)
+    await until_audio(collect)
+    assert collect.timed, "no audio of the long reply"
     await feeder.interrupt("caller barged in")
-    cut = time.perf_counter()
+    cut, done_before = time.perf_counter(), len(synthesized)
     await asyncio.sleep(0.5)
     late = [f for t, f in collect.timed if t > cut]
     assert late == []
-    # The synthesis thread is free again within a phrase: a new reply starts quickly.
-    started = time.perf_counter()
     for frame in reply("Yes?", turn=1):
         await pipeline.queue(frame)
-    await pipeline.end(timeout_s=30)
-    first = next(t for t, f in collect.timed if isinstance(f, AudioOutFrame) and f.reply_index == 1)
-    assert first - started < 1.0
+    await pipeline.end(timeout_s=60)
+    assert any(isinstance(f, AudioOutFrame) and f.reply_index == 1 for f in collect.frames)
+    # The synthesis thread was free again within a phrase: after the interrupt it finished
+    # at most the phrase it was in, and then the new reply.
+    after = synthesized[done_before:]
+    assert len([text for text in after if text.startswith("This is")]) <= 1, after
+    assert after[-1] == "Yes?"
     produced = sum(len(f.pcm) for _, f in collect.timed if isinstance(f, AudioOutFrame)) / 16000
     assert produced < 10  # far less than the 30 sentences
+
+
+async def until_audio(collect: Collector) -> None:
+    """Wait for the first frame to reach ``collect``: at most a minute, however busy the
+    machine (the caller asserts that it came)."""
+    for _ in range(6000):
+        if collect.timed:
+            return
+        await asyncio.sleep(0.01)
 
 
 def test_a_missing_voice_fails_fast_and_names_the_key() -> None:
