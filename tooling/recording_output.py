@@ -25,9 +25,13 @@ class RecordingAudioOutput:
     sent: list[SentFrame] = field(default_factory=list)
     clears: list[float] = field(default_factory=list)
     """Times the buffer was flushed (barge-in)."""
+    _heard_at: list[float] = field(default_factory=list)
+    """The audible windows of ``sent``, judged once each, as it is handed over."""
 
     async def send(self, frame: AudioOutFrame) -> None:
-        self.sent.append(SentFrame(self.clock.now_ms(), frame))
+        at_ms = self.clock.now_ms()
+        self.sent.append(SentFrame(at_ms, frame))
+        self._heard_at += audible_at_ms([PlayedAudio(at_ms, frame.pcm, frame.sample_rate)])
 
     async def clear(self) -> None:
         self.clears.append(self.clock.now_ms())
@@ -44,9 +48,7 @@ class RecordingAudioOutput:
     def heard_at_ms(self) -> list[float]:
         """When each audible window of what was sent would have been heard: as it was handed
         over, there being no network in between (``hearing``'s rule)."""
-        return audible_at_ms(
-            PlayedAudio(s.at_ms, s.frame.pcm, s.frame.sample_rate) for s in self.sent
-        )
+        return list(self._heard_at)
 
     def reply_indices(self) -> list[int]:
         return sorted({s.frame.reply_index for s in self.sent})

@@ -75,6 +75,8 @@ class TwilioEmulator:
         self.stream_sid = stream_sid or f"MZ{uuid.uuid4().hex}"
         self.custom_parameters = custom_parameters or {}
         self.played: list[PlayedAudio] = []
+        self._heard_at: list[float] = []
+        """The audible windows of ``played``, judged once each, as it plays."""
         self.arrivals: list[float] = []
         """When each ``media`` message of the reply arrived."""
         self.marks_received: list[str] = []
@@ -171,7 +173,7 @@ class TwilioEmulator:
 
     def heard_at_ms(self) -> list[float]:
         """When each audible window of the reply audio began to play (``hearing``'s rule)."""
-        return audible_at_ms(self.played)
+        return list(self._heard_at)
 
     @property
     def first_heard_ms(self) -> float | None:
@@ -240,7 +242,9 @@ class TwilioEmulator:
                 await self._echo(item)
                 continue
             start = self.now_ms()
-            self.played.append(PlayedAudio(start, item, SAMPLE_RATE))
+            chunk = PlayedAudio(start, item, SAMPLE_RATE)
+            self.played.append(chunk)
+            self._heard_at += audible_at_ms([chunk])
             play_until = start + 1000.0 * len(item) / SAMPLE_RATE
 
     async def _echo(self, name: str) -> None:
