@@ -210,6 +210,11 @@ class TurnCommittedFrame(ControlFrame):
     """End of the user's speech, as the VAD placed it."""
     transcript_at_ms: float
     """When the transcript the reply answers became available."""
+    end_of_turn_p: float | None = None
+    """P(the utterance is complete) that set the wait; None for a turn of the engine's own
+    (a request to repeat)."""
+    wait_ms: float = 0.0
+    """Silence after ``speech_end_ms`` the engine waited for, by that P."""
 
 
 @dataclass(frozen=True, kw_only=True, eq=False)
@@ -238,6 +243,17 @@ class BargeInFrame(ControlFrame):
     reply_index: int
     at_ms: float
     spoken_text: str
+
+
+@dataclass(frozen=True, kw_only=True, eq=False)
+class BackchannelFrame(ControlFrame):
+    """The caller's sound during the reply of ``reply_index`` (from ``at_ms``) was not an
+    interruption — "uh-huh", a cough, line noise (``text`` is what whisper made of it): the
+    reply was paused, and resumed where it stopped."""
+
+    reply_index: int
+    at_ms: float
+    text: str
 
 
 @dataclass(frozen=True, kw_only=True, eq=False)

@@ -1,14 +1,19 @@
 """Load the models a configuration names: the one place where config meets ``voice/``.
 
-Each loader is cached per process in ``voice/``, so every session shares one copy.
+Each model is loaded once per process (cached in ``voice/``, or here), so every session shares
+one copy.
 """
 
 from __future__ import annotations
 
-from cadence.pipeline.config import STTConfig, TTSConfig
+from functools import cache
+
+from cadence.pipeline.config import EndOfTurnConfig, STTConfig, TTSConfig
+from cadence.pipeline.end_of_turn import EndOfTurnDetector
 from cadence.voice.stt import Transcriber, load_transcriber
 from cadence.voice.stt.transcriber import WhisperOptions
 from cadence.voice.tts import Synthesizer, load_synthesizer
+from cadence.voice.turn import TextEndOfTurnModel
 
 
 def load_stt(config: STTConfig) -> Transcriber:
@@ -27,3 +32,12 @@ def load_stt(config: STTConfig) -> Transcriber:
 
 def load_tts(config: TTSConfig) -> Synthesizer:
     return load_synthesizer(config.voice)
+
+
+def load_end_of_turn(config: EndOfTurnConfig) -> EndOfTurnDetector:
+    return EndOfTurnDetector(config, _text_end_of_turn_model() if config.model == "text" else None)
+
+
+@cache
+def _text_end_of_turn_model() -> TextEndOfTurnModel:
+    return TextEndOfTurnModel.load()

@@ -26,9 +26,10 @@ from cadence.llm import Turn, TurnGenerator, create_generator
 from cadence.pipeline.config import CadenceConfig
 from cadence.pipeline.events import EventAudioOutput, SessionEvents
 from cadence.pipeline.frames import AudioInFrame, DTMFFrame, StopReplyFrame
-from cadence.pipeline.model_loading import load_stt, load_tts
+from cadence.pipeline.model_loading import load_end_of_turn, load_stt, load_tts
 from cadence.pipeline.pipeline import FrameObserver, Pipeline
 from cadence.pipeline.playback_ledger import PlaybackLedger
+from cadence.pipeline.playout_gate import PlayoutGate
 from cadence.pipeline.stages import STTStage, TTSStage, VADStage
 from cadence.pipeline.stages.playout import AudioOutput, PlayoutStage
 from cadence.pipeline.stages.turn import TurnStage
@@ -76,12 +77,15 @@ class VoiceSession:
             config.tracing, session_id, self.clock, extra_sinks=[self.events, *trace_sinks]
         )
         self.ledger = PlaybackLedger()
+        gate = PlayoutGate()
         self._trace_observer = TurnTraceObserver(self.tracer, self.clock)
         self._turn = TurnStage(
             generator or create_generator(config.models.llm, self.clock),
             clock=self.clock,
             ledger=self.ledger,
             config=config.turn,
+            end_of_turn=load_end_of_turn(config.turn.end_of_turn),
+            gate=gate,
             faults=config.faults,
         )
         stt = config.models.stt
@@ -101,9 +105,13 @@ class VoiceSession:
                     output_sample_rate=output_sample_rate,
                     first_phrase_max_words=config.models.tts.first_phrase_max_words,
                     timeout_ms=config.faults.tts_timeout_ms,
+                    ledger=self.ledger,
                 ),
                 PlayoutStage(
-                    output or EventAudioOutput(self.events), clock=self.clock, ledger=self.ledger
+                    output or EventAudioOutput(self.events),
+                    clock=self.clock,
+                    ledger=self.ledger,
+                    gate=gate,
                 ),
             ],
             name=session_id,

@@ -9,13 +9,26 @@ from pathlib import Path
 import numpy as np
 
 from cadence.voice.audio.pcm import PCM16
+from cadence.voice.audio.resample import resample
 from cadence.voice.audio.speech_bounds import speech_bounds_ms
 from cadence.voice.audio.wavfile import read_audio
+from cadence.voice.tts import load_synthesizer
 
-__all__ = ["Clip", "clip", "clips", "speech_bounds_ms", "with_pause", "with_silence"]
+__all__ = [
+    "Clip",
+    "clip",
+    "clips",
+    "speech_bounds_ms",
+    "spoken",
+    "with_pause",
+    "with_silence",
+    "words",
+]
 
 SPEECH_DIR = Path(__file__).parent / "data" / "speech"
 MANIFEST = SPEECH_DIR / "manifest.jsonl"
+WORDS = SPEECH_DIR / "words.jsonl"
+"""Each clip's words with their times, by whisper (``cadence make-paused-clips --align``)."""
 
 
 @dataclass(frozen=True)
@@ -69,3 +82,20 @@ def with_pause(pcm: PCM16, pause_ms: int, sample_rate: int = 16000) -> PCM16:
     cut = third + int(np.argmax((frames**2).mean(axis=1))) * hop
     silence = np.zeros(sample_rate * pause_ms // 1000, dtype=np.int16)
     return np.concatenate([pcm[:cut], silence, pcm[cut:]])
+
+
+def spoken(text: str, sample_rate: int = 16000) -> PCM16:
+    """``text`` said by the embedded Piper voice — for what no recording here says ("uh-huh",
+    "hold on"): the caller's side of a test, never its ground truth."""
+    synthesizer = load_synthesizer("embedded:en_US-joe-medium")
+    pcm = np.concatenate(list(synthesizer.synthesize_blocking(text)))
+    return resample(pcm, synthesizer.sample_rate, sample_rate)
+
+
+def words(clip_id: str) -> list[tuple[str, float, float]]:
+    """The words of a clip with their start and end in seconds."""
+    for line in WORDS.read_text().splitlines():
+        row = json.loads(line)
+        if row["id"] == clip_id:
+            return [(str(w), float(start), float(end)) for w, start, end in row["words"]]
+    raise KeyError(clip_id)

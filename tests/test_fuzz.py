@@ -466,7 +466,8 @@ def test_a_file_that_is_not_text_is_refused(tmp_path: Path) -> None:
 def test_aliases_of_a_sensible_size_still_load(tmp_path: Path) -> None:
     path = tmp_path / "anchors.yaml"
     path.write_text(
-        "overlays:\n  brisk: &brisk\n    turn: {hold_incomplete_ms: 250}\n  brisker: *brisk\n"
+        "overlays:\n  brisk: &brisk\n    turn: {end_of_turn: {max_wait_ms: 800}}\n"
+        "  brisker: *brisk\n"
     )
     config = load_config(path)
     assert config.with_overlay("brisker") == config.with_overlay("brisk") != CadenceConfig()

@@ -10,97 +10,20 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import AsyncIterator
-from dataclasses import dataclass, field
 
 import pytest
-from speech_data import clip, speech_bounds_ms, with_pause
+from speech_data import clip, with_pause
+from voice_call import DEFAULT, NO_CAPTIONS, Call, open_call
 
-from cadence.core.clock import MonotonicClock
-from cadence.pipeline.config import CadenceConfig, STTConfig, TracingConfig
-from cadence.pipeline.frames import Frame, SpeechStartFrame
-from cadence.pipeline.session import SAMPLE_RATE, VoiceSession
-from cadence.pipeline.tracing import STAGE_LATENCIES, VOICE_TO_VOICE, AnchorEvent, MemoryTraceSink
-from cadence.tooling.caller import SimulatedCaller
-from cadence.tooling.recording_output import RecordingAudioOutput
-from cadence.voice.audio import PCM16
+from cadence.pipeline.tracing import STAGE_LATENCIES, VOICE_TO_VOICE, AnchorEvent
 
 A = AnchorEvent
 
 
-@dataclass
-class SpeechStarts:
-    """When the VAD announced each utterance (wall time on the session clock)."""
-
-    clock: MonotonicClock
-    at_ms: list[float] = field(default_factory=list)
-
-    def on_frame(self, source: str, frame: Frame) -> None:
-        if source == "vad" and isinstance(frame, SpeechStartFrame):
-            self.at_ms.append(self.clock.now_ms())
-
-
-@dataclass(frozen=True)
-class Utterance:
-    """Where the caller's speech in a clip really was, on the session clock."""
-
-    start_ms: float
-    end_ms: float
-
-
-@dataclass
-class Call:
-    session: VoiceSession
-    caller: SimulatedCaller
-    output: RecordingAudioOutput
-    traces: MemoryTraceSink
-    speech_starts: SpeechStarts
-
-    async def say(self, pcm: PCM16) -> Utterance:
-        """The caller says ``pcm``; where its speech truly started and ended."""
-        start, end = speech_bounds_ms(pcm, SAMPLE_RATE)
-        at = self.caller.position_ms
-        await self.caller.say(pcm)
-        return Utterance(at + start, at + end)
-
-    def sent_ms(self, reply_index: int | None = None) -> list[float]:
-        """When each frame of reply audio (of one reply, if given) was handed over."""
-        return [
-            s.at_ms
-            for s in self.output.sent
-            if reply_index is None or s.frame.reply_index == reply_index
-        ]
-
-
-DEFAULT = CadenceConfig(tracing=TracingConfig(jsonl_path=None))
-NO_CAPTIONS = DEFAULT.model_copy(
-    update={
-        "models": DEFAULT.models.model_copy(update={"stt": STTConfig(partials_interval_ms=None)})
-    }
-)
-"""Without live captions: a caption decode in flight when a pause begins makes the engine skip
-the speculative decode (by design: it would wait for the caption), so whether there is one to
-discard would depend on how fast the machine decodes."""
-
-
 @pytest.fixture
 async def call(request: pytest.FixtureRequest) -> AsyncIterator[Call]:
-    config: CadenceConfig = getattr(request, "param", DEFAULT)
-    clock = MonotonicClock()
-    output, traces, starts = RecordingAudioOutput(clock), MemoryTraceSink(), SpeechStarts(clock)
-    session = VoiceSession(
-        config,
-        output,
-        session_id="test",
-        output_sample_rate=16000,
-        clock=clock,
-        trace_sinks=[traces],
-        observers=[starts],
-    )
-    await session.start()
-    try:
-        yield Call(session, SimulatedCaller(session), output, traces, starts)
-    finally:
-        await session.cancel("test over")
+    async with open_call(getattr(request, "param", DEFAULT)) as opened:
+        yield opened
 
 
 SERVER_LATENCIES = (VOICE_TO_VOICE, *STAGE_LATENCIES)
@@ -136,7 +59,7 @@ async def test_barge_in_stops_the_reply_and_truncates_the_history(call: Call) ->
         if call.output.sent:
             break
         await call.caller.pause(20)
-    await call.caller.pause(300)
+    await call.caller.pause(800)
     interruption = await call.say(clip("sb_spk2_snt4").audio())
     await call.caller.pause(2500)
     await call.session.close()
@@ -158,6 +81,7 @@ async def test_barge_in_stops_the_reply_and_truncates_the_history(call: Call) ->
     interrupted = call.traces.turns[0]
     assert A.INTERRUPTED in interrupted.events
     heard = interrupted.annotations["heard"]
+    assert heard  # 0.8 s into the reply: the first words were heard, in mid-phrase
     history = call.session.history
     assert history[1].speaker == "agent"
     assert history[1].text == heard

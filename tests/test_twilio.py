@@ -177,17 +177,17 @@ async def test_barge_in_clears_twilio_and_cuts_the_history_to_the_echoed_marks(
 async def test_custom_parameters_select_an_overlay(
     events: Events, caplog: pytest.LogCaptureFixture
 ) -> None:
-    overlays = {"brisk": {"turn": {"hold_incomplete_ms": 0}}}
+    overlays = {"brisk": {"turn": {"end_of_turn": {"max_wait_ms": 600}}}}
     config = CadenceConfig.model_validate(web_config().model_dump() | {"overlays": overlays})
     caplog.set_level(logging.WARNING, logger="cadence.web.transports.twilio")
     async with serving(config, events) as server:
         url = twilio_url(server)
         async with TwilioEmulator(url, custom_parameters={"overlay": "brisk"}) as phone:
             session = await the_call(server, phone)
-            assert session.config.turn.hold_incomplete_ms == 0
+            assert session.config.turn.end_of_turn.max_wait_ms == 600
         async with TwilioEmulator(url, custom_parameters={"overlay": "nope"}) as phone:
             session = await the_call(server, phone)
-            assert session.config.turn.hold_incomplete_ms == 500  # the base configuration
+            assert session.config.turn.end_of_turn.max_wait_ms == 1500  # the base configuration
     assert "no overlay named 'nope'" in caplog.text
 
 

@@ -90,6 +90,49 @@ class VADConfig(Options):
         return self
 
 
+class EndOfTurnConfig(Options):
+    """When a silence ends the caller's turn. The wait follows P(the utterance is complete):
+    `min_wait_ms` of silence when the transcript clearly ends the turn, `max_wait_ms` when it
+    clearly does not, in proportion between — while speculative STT and generation run on, so
+    a complete turn pays nothing for the care taken with an incomplete one. The VAD's
+    `endpoint_silence_ms` is the floor: the transcript is final only then."""
+
+    model: Literal["text", "punctuation", "silence"] = "text"
+    """`text`: the embedded end-of-turn model reads the transcript (and the agent's last
+    words); `punctuation`: complete only if whisper ended a sentence (`.`, `?`, `!`);
+    `silence`: every utterance is complete — the VAD's silence alone decides."""
+    min_wait_ms: int = Field(200, ge=0)
+    """Silence after the end of speech that a clearly complete turn waits."""
+    max_wait_ms: int = Field(1500, ge=0)
+    """Silence that ends any turn, however unfinished it sounds."""
+    complete_at: float = Field(0.9, ge=0.0, le=1.0)
+    """P(complete) at or above which the wait is `min_wait_ms`."""
+    incomplete_at: float = Field(0.5, ge=0.0, le=1.0)
+    """P(complete) at or below which the wait is `max_wait_ms`. The defaults are the least
+    waiting that keeps mid-sentence pauses of 0.5–1 s under 5 % talk-overs on the turn-taking
+    benchmark's clips (docs/end-of-turn.md)."""
+
+    @model_validator(mode="after")
+    def _ordered(self) -> EndOfTurnConfig:
+        if self.min_wait_ms > self.max_wait_ms:
+            raise ValueError("min_wait_ms must not exceed max_wait_ms")
+        if self.incomplete_at >= self.complete_at:
+            raise ValueError("incomplete_at must be below complete_at")
+        return self
+
+
+class InterruptionConfig(Options):
+    """What caller speech does to a reply being heard."""
+
+    backchannels: bool = True
+    """Caller sound pauses the reply at once, and its transcript decides: a backchannel
+    ("uh-huh", "yeah", "okay"), a cough or line noise resumes the reply where it stopped; real
+    words cut it. false: any speech cuts the reply."""
+    max_backchannel_ms: int = Field(1200, ge=100)
+    """Caller speech still going on this long after it began cuts the paused reply without
+    waiting for its transcript: nobody says "uh-huh" for longer."""
+
+
 class TurnConfig(Options):
     speculation: bool = True
     """Decode at pause onset and generate the reply before the endpoint (preemptive
@@ -98,9 +141,14 @@ class TurnConfig(Options):
     early_emission: bool = True
     """Hand each piece of the reply to TTS as soon as the generator commits it; false hands
     over the whole reply when it is finished (for comparison)."""
-    hold_incomplete_ms: int = Field(500, ge=0)
-    """When the transcript does not end a sentence (no `.`, `?` or `!`), wait this much longer
-    after the endpoint for the caller to go on before committing the turn."""
+    end_of_turn: EndOfTurnConfig = EndOfTurnConfig()
+    """How long a silence ends the caller's turn."""
+    interruption: InterruptionConfig = InterruptionConfig()
+    """Backchannels and barge-in."""
+    hold_reply: str = "Okay."
+    """What the agent says to a caller who asks it to wait or be quiet ("hold on", "one
+    moment, let me find my card", "stop talking") instead of a reply; "" says nothing, and
+    the words are joined to the caller's next ones."""
 
 
 class FaultsConfig(Options):
@@ -290,7 +338,7 @@ class CadenceConfig(Options):
     overlays: dict[str, dict[str, Any]] = Field(default_factory=dict)
     """Named variations a session can be opened with — a persona: another voice, other
     turn-taking, another checkpoint. Each is merged key by key over the sections `models`,
-    `vad`, `turn` and `budget`, e.g. `{brisk: {turn: {hold_incomplete_ms: 250}}}`. A Twilio
+    `vad`, `turn` and `budget`, e.g. `{brisk: {turn: {end_of_turn: {max_wait_ms: 800}}}}`. A Twilio
     stream selects one with its `customParameters` key `overlay`."""
 
     @model_validator(mode="after")

@@ -2,12 +2,14 @@
 speech, and only once its turn is committed.
 
 Audio generated preemptively (before the endpoint) waits here until ``TurnCommittedFrame``
-says the caller's turn is really over; an interrupt drops it unheard. Frames go to the output no
-more than ``lead_ms`` ahead of real time, so a barge-in can still stop the audio the caller
-is about to hear: what was handed over is, within that lead, what was played — and that is
-what the playback ledger records — unless the output is a ``PlaybackConfirmingOutput``, whose far
-end reports what was really played (Twilio echoes a mark once the audio before it was
-played): then the output writes ``played`` and ``finish`` into the ledger itself.
+says the caller's turn is really over; an interrupt drops it unheard. While the turn engine
+holds the ``PlayoutGate`` closed (the caller made a sound over the reply), no frame goes out.
+Frames go to the output no more than ``lead_ms`` ahead of real time, so a barge-in can still
+stop the audio the caller is about to hear: what was handed over is, within that lead, what was
+played — and that is what the playback ledger records — unless the output is a
+``PlaybackConfirmingOutput``, whose far end reports what was really played (Twilio echoes a
+mark once the audio before it was played): then the output writes ``played`` and ``finish``
+into the ledger itself.
 """
 
 from __future__ import annotations
@@ -23,6 +25,7 @@ from cadence.pipeline.frames import (
     TurnCommittedFrame,
 )
 from cadence.pipeline.playback_ledger import PlaybackLedger
+from cadence.pipeline.playout_gate import PlayoutGate
 from cadence.pipeline.stage import Stage
 
 DEFAULT_LEAD_MS = 60.0
@@ -58,6 +61,7 @@ class PlayoutStage(Stage):
         *,
         clock: Clock,
         ledger: PlaybackLedger,
+        gate: PlayoutGate | None = None,
         lead_ms: float = DEFAULT_LEAD_MS,
         name: str = "playout",
     ) -> None:
@@ -68,6 +72,7 @@ class PlayoutStage(Stage):
             self._confirming.attach(ledger)
         self._clock = clock
         self._ledger = ledger
+        self._gate = gate or PlayoutGate()
         self._lead_ms = lead_ms
         self._committed: set[int] = set()
         self._held: dict[int, list[Frame]] = {}
@@ -96,15 +101,16 @@ class PlayoutStage(Stage):
     async def _release(self, frame: Frame) -> None:
         match frame:
             case AudioOutFrame():
-                now = self._clock.now_ms()
-                self._play_until_ms = max(self._play_until_ms, now)
-                await self._clock.sleep_until(self._play_until_ms - self._lead_ms)
+                while True:  # paced; and held while the gate is closed, even mid-wait
+                    await self._gate.opened()
+                    self._play_until_ms = max(self._play_until_ms, self._clock.now_ms())
+                    await self._clock.sleep_until(self._play_until_ms - self._lead_ms)
+                    if self._gate.is_open:
+                        break
                 await self._output.send(frame)
                 self._play_until_ms += frame.duration_ms
                 if self._confirming is None:
                     self._ledger.played(frame.reply_index, frame.duration_ms)
-            case ReplyPhraseFrame():
-                self._ledger.phrase(frame.reply_index, frame.text, frame.start_ms, frame.end_ms)
             case EndOfReplyFrame() if self._confirming is not None:
                 await self._confirming.end_of_reply(frame.reply_index)
             case EndOfReplyFrame():

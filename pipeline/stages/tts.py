@@ -22,6 +22,7 @@ from cadence.pipeline.frames import (
     ReplySynthesizedFrame,
     TextPieceFrame,
 )
+from cadence.pipeline.playback_ledger import PlaybackLedger
 from cadence.pipeline.stage import Stage
 from cadence.pipeline.stages._time_limits import arriving_within
 from cadence.voice.audio import PCM16, AudioFramer, StreamResampler
@@ -46,11 +47,16 @@ class TTSStage(Stage):
         output_sample_rate: int,
         first_phrase_max_words: int = 6,
         timeout_ms: float = 4000.0,
+        ledger: PlaybackLedger | None = None,
         name: str = "tts",
     ) -> None:
         """A phrase whose audio stops coming for ``timeout_ms`` fails the stage, and so ends
-        the session: without a voice, nothing else can be said."""
+        the session: without a voice, nothing else can be said. Each synthesized phrase's place
+        in the reply's audio goes into ``ledger`` at once — not when its frame reaches playout,
+        behind the phrase's own audio: a barge-in in the middle of a phrase must know its
+        words."""
         super().__init__(name=name)
+        self._ledger = ledger
         self._synthesizer = synthesizer
         self._timeout_ms = timeout_ms
         self.output_sample_rate = output_sample_rate
@@ -101,6 +107,8 @@ class TTSStage(Stage):
                 raise TimeoutError(
                     f"a phrase's audio stopped coming for {self._timeout_ms:g} ms"
                 ) from None
+            if self._ledger is not None:
+                self._ledger.phrase(reply.reply_index, phrase, start_ms, audio.position_ms)
             await self.push(
                 ReplyPhraseFrame(
                     reply_index=reply.reply_index,

@@ -6,14 +6,20 @@ The life of a turn here:
 1. While the caller speaks, the history is prefilled into the generator's cache.
 2. A ``SpeculativeTranscriptFrame`` (decoded at pause onset) starts the reply at once —
    preemptive generation. Its pieces stream to TTS; playout holds the audio back.
-3. The final transcript confirms the speculation (or restarts the reply on the new text).
-   If it ends a sentence the turn is committed now; if not, after ``hold_incomplete_ms`` more
-   of silence — a caller who stops mid-sentence usually goes on.
+3. The final transcript confirms the speculation (or restarts the reply on the new text), and
+   the end-of-turn detector turns it into P(the utterance is complete) and that into a wait:
+   the turn is committed once the silence since the end of speech has lasted that long — at
+   once for "seven of clubs", up to ``max_wait_ms`` for "he was not an ill disposed".
 4. ``TurnCommittedFrame`` releases the held audio.
 5. Speech before the commit, or before any of the reply was heard, *continues* the same user
    turn: the reply is dropped unheard (traced as discarded) and the transcripts are joined.
-   Speech while the reply is heard is a **barge-in**: generation and synthesis stop, queued
-   audio is flushed, and the agent's turn in the history is cut to the words heard.
+   Speech while the reply is heard pauses it (``PlayoutGate``) until its transcript says what
+   it was: a backchannel, a cough or line noise resumes the reply where it stopped; real
+   words are a **barge-in**: generation and synthesis stop, queued audio is flushed, and the
+   agent's turn in the history is cut to the words heard.
+
+A caller who asks the agent to wait ("hold on", "one moment, let me find my card") gets
+``hold_reply`` instead of an answer, or nothing at all.
 
 When a stage fails the caller still hears something (``faults``): a generator that raises,
 reports an error, or gives no text for ``llm_timeout_ms`` ends its reply there — with
@@ -25,14 +31,15 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import re
 from contextlib import aclosing
 from dataclasses import dataclass
 
 from cadence.core.clock import Clock
 from cadence.llm import Turn, TurnGenerator
 from cadence.pipeline.config import FaultsConfig, TurnConfig
+from cadence.pipeline.end_of_turn import EndOfTurnDetector
 from cadence.pipeline.frames import (
+    BackchannelFrame,
     BargeInFrame,
     EndOfReplyFrame,
     EndpointFrame,
@@ -49,12 +56,12 @@ from cadence.pipeline.frames import (
     TurnWithdrawnFrame,
 )
 from cadence.pipeline.playback_ledger import PlaybackLedger
+from cadence.pipeline.playout_gate import PlayoutGate
 from cadence.pipeline.stage import Stage
 from cadence.pipeline.stages._time_limits import arriving_within
+from cadence.voice.turn.cues import is_backchannel, is_hold_request
 
 logger = logging.getLogger(__name__)
-
-_SENTENCE_END = re.compile(r"[.!?…][\"')\]]*$")
 
 
 @dataclass
@@ -73,6 +80,17 @@ class _ReplyAttempt:
     in_history: bool = True
     """False for the request to repeat what could not be transcribed: nothing was said that
     the model should see."""
+    end_of_turn_p: float | None = None
+    wait_ms: float = 0.0
+
+
+@dataclass
+class _Overheard:
+    """Caller sound over a reply being heard, the reply paused until it is judged."""
+
+    reply: _ReplyAttempt
+    at_ms: float
+    cut_later: asyncio.Task[None] | None = None
 
 
 class TurnStage(Stage):
@@ -83,6 +101,8 @@ class TurnStage(Stage):
         clock: Clock,
         ledger: PlaybackLedger,
         config: TurnConfig,
+        end_of_turn: EndOfTurnDetector,
+        gate: PlayoutGate,
         faults: FaultsConfig | None = None,
         name: str = "turn",
     ) -> None:
@@ -91,6 +111,8 @@ class TurnStage(Stage):
         self._clock = clock
         self._ledger = ledger
         self._config = config
+        self._end_of_turn = end_of_turn
+        self._gate = gate
         self._faults = faults or FaultsConfig()
         self.history: list[Turn] = []
         """Completed turns, the agent's cut to what the caller heard."""
@@ -100,11 +122,16 @@ class TurnStage(Stage):
         self._speech_end_ms = 0.0
         self._next_index = 0
         self._hold: asyncio.Task[None] | None = None
+        """The commit, waiting out the end-of-turn wait."""
+        self._overheard: _Overheard | None = None
+        self._ignore_utterance = False
+        """The utterance in progress was judged a backchannel: its transcript is no turn."""
 
     async def process(self, frame: Frame) -> None:
         match frame:
             case SpeechStartFrame():
                 await self.push(frame)
+                self._ignore_utterance = False
                 await self._on_speech(frame.at_ms, new_utterance=True)
                 if self._reply is None:
                     self.spawn(self._generator.prefill(self.history), name="prefill")
@@ -116,8 +143,12 @@ class TurnStage(Stage):
                 await self.push(frame)
             case SpeculativeTranscriptFrame():
                 await self.push(frame)
-                if self._config.speculation and frame.text.strip():
-                    await self._answer(self._joined(frame.text), frame.at_ms)
+                if self._overheard is not None and await self._judge_overheard(frame.text):
+                    return
+                text = self._joined(frame.text)
+                wanted = self._config.speculation and frame.text.strip()
+                if wanted and not self._ignore_utterance and not is_hold_request(text):
+                    await self._answer(text, frame.at_ms)
             case FinalTranscriptFrame():
                 await self.push(frame)
                 await self._on_final(frame)
@@ -126,36 +157,56 @@ class TurnStage(Stage):
                 await self._stop_reply(frame.at_ms)
             case TranscriptFailedFrame():
                 await self.push(frame)
-                await self._ask_to_repeat(frame.at_ms)
+                if self._overheard is not None:  # a short sound over the reply: go on
+                    await self._judge_overheard("")
+                elif not self._ignore_utterance:
+                    await self._ask_to_repeat(frame.at_ms)
             case _:
                 await self.push(frame)
 
     # --- decisions --------------------------------------------------------------------------
 
     async def _on_final(self, frame: FinalTranscriptFrame) -> None:
+        if self._overheard is not None and await self._judge_overheard(frame.text):
+            return
+        if self._ignore_utterance:
+            self._ignore_utterance = False
+            return
         text = self._joined(frame.text)
         if not text:
             return  # noise: no words, no turn
+        if is_hold_request(text):
+            await self._hold_on(text, frame.at_ms)
+            return
         if self._reply is None or self._reply.user_text != text:
             await self._answer(text, frame.at_ms)
-        if self._config.hold_incomplete_ms and not _SENTENCE_END.search(text):
-            self._hold = self.spawn(self._commit_later(), name="hold-incomplete")
+        reply = self._reply
+        assert reply is not None
+        reply.end_of_turn_p = self._end_of_turn.probability(text, agent_text=self._agent_text())
+        reply.wait_ms = self._end_of_turn.wait_ms(reply.end_of_turn_p)
+        due_ms = self._speech_end_ms + reply.wait_ms
+        if due_ms > self._clock.now_ms():
+            self._hold = self.spawn(self._commit_at(due_ms), name="end-of-turn-wait")
         else:
             await self._commit()
 
     async def _on_speech(self, at_ms: float, *, new_utterance: bool) -> None:
-        """The caller is speaking: continue their turn, or barge in on the reply. Speech that
-        resumes within an utterance will be in that utterance's final transcript; a new
-        utterance will not, so the words the reply answered are kept to be joined to it."""
+        """The caller is speaking: continue their turn, or — over the reply — pause it to judge
+        the sound. Speech that resumes within an utterance will be in that utterance's final
+        transcript; a new utterance will not, so the words the reply answered are kept to be
+        joined to it."""
         self._cancel_hold()
         reply = self._reply
-        if reply is None:
+        if reply is None or self._overheard is not None:
             return
         if reply.committed and self._ledger.finished(reply.reply_index):
             self._reply = None  # the reply was heard to its end; this is a new turn
             return
         if reply.committed and self._ledger.played_ms(reply.reply_index) > 0:
-            await self._barge_in(reply, at_ms)
+            if self._config.interruption.backchannels:
+                self._overhear(reply, at_ms)
+            else:
+                await self._barge_in(reply, at_ms)
             return
         # Nothing of the reply was heard: the caller was not done. Drop it, keep their words.
         await self._drop(reply, reason="caller went on")
@@ -165,6 +216,58 @@ class TurnStage(Stage):
             if reply.in_history:
                 del self.history[-2 if reply.done else -1 :]
             await self.push(TurnWithdrawnFrame(reply_index=reply.reply_index))
+
+    def _overhear(self, reply: _ReplyAttempt, at_ms: float) -> None:
+        """Pause the reply at once; its fate waits for what the caller said (or for speech too
+        long to be a backchannel)."""
+        self._gate.close()
+        overheard = _Overheard(reply, at_ms)
+        overheard.cut_later = self.spawn(self._cut_when_long(overheard), name="overheard")
+        self._overheard = overheard
+
+    async def _cut_when_long(self, overheard: _Overheard) -> None:
+        limit_ms = self._config.interruption.max_backchannel_ms
+        await self._clock.sleep_until(overheard.at_ms + limit_ms)
+        overheard.cut_later = None  # this task is the one running: nothing to cancel
+        await self._barge_in(overheard.reply, overheard.at_ms)
+
+    async def _judge_overheard(self, text: str) -> bool:
+        """The caller's sound over the reply was ``text``: resume the reply if it was a
+        backchannel or no words (True), cut it if it was words (False)."""
+        overheard = self._overheard
+        assert overheard is not None
+        if not is_backchannel(text):
+            self._ignore_utterance = False  # words after a backchannel: a turn after all
+            await self._barge_in(overheard.reply, overheard.at_ms)
+            return False
+        self._end_overheard()
+        self._ignore_utterance = True
+        self._gate.open()
+        reply = overheard.reply
+        await self.push(
+            BackchannelFrame(reply_index=reply.reply_index, at_ms=overheard.at_ms, text=text)
+        )
+        return True
+
+    def _end_overheard(self) -> None:
+        overheard, self._overheard = self._overheard, None
+        if overheard is not None and overheard.cut_later is not None:
+            overheard.cut_later.cancel()
+
+    async def _hold_on(self, text: str, at_ms: float) -> None:
+        """The caller asked the agent to wait: ``hold_reply`` instead of an answer, or silence
+        with their words kept for the turn that follows."""
+        self._cancel_hold()
+        if self._reply is not None:
+            await self._drop(self._reply, reason="caller asked to wait")
+        if not self._config.hold_reply:
+            self._pending_user_text = text
+            return
+        reply = _ReplyAttempt(self._next_index, text, at_ms, self._clock.now_ms())
+        self._next_index += 1
+        self._reply = reply
+        reply.task = self.spawn(self._speak(reply, self._config.hold_reply), name="hold-reply")
+        await self._commit()
 
     async def _ask_to_repeat(self, at_ms: float) -> None:
         """The caller's words were lost: ask for them again, as a committed turn of its own."""
@@ -191,8 +294,10 @@ class TurnStage(Stage):
         await self._barge_in(reply, at_ms)
 
     async def _barge_in(self, reply: _ReplyAttempt, at_ms: float) -> None:
+        self._end_overheard()
         self._reply = None
         await self._stop(reply, reason="barge-in")
+        self._gate.open()  # for the next reply: what was paused is flushed
         heard = self._ledger.heard_text(reply.reply_index)
         self._ledger.forget(reply.reply_index)
         if reply.in_history and reply.done:
@@ -228,11 +333,13 @@ class TurnStage(Stage):
                 user_text=reply.user_text,
                 speech_end_ms=self._speech_end_ms,
                 transcript_at_ms=reply.transcript_at_ms,
+                end_of_turn_p=reply.end_of_turn_p,
+                wait_ms=reply.wait_ms,
             )
         )
 
-    async def _commit_later(self) -> None:
-        await self._clock.sleep_until(self._clock.now_ms() + self._config.hold_incomplete_ms)
+    async def _commit_at(self, due_ms: float) -> None:
+        await self._clock.sleep_until(due_ms)
         self._hold = None
         await self._commit()
 
@@ -314,6 +421,13 @@ class TurnStage(Stage):
         if self._hold is not None:
             self._hold.cancel()
             self._hold = None
+
+    def _agent_text(self) -> str | None:
+        """What the agent said last, if the history ends with it: context for the detector
+        ("two" answers "How many people?")."""
+        if self.history and self.history[-1].speaker == "agent":
+            return self.history[-1].text
+        return None
 
     def _joined(self, text: str) -> str:
         return " ".join(part for part in (self._pending_user_text, text.strip()) if part)

@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from cadence.core.clock import Clock
 from cadence.pipeline.frames import (
     AudioOutFrame,
+    BackchannelFrame,
     BargeInFrame,
     EndOfReplyFrame,
     EndpointFrame,
@@ -55,6 +56,8 @@ class TurnTraceObserver:
         """What the generator said for each reply attempt: the committed one is recorded."""
         self._committed: int | None = None
         self._committed_speech_start: float | None = None
+        self._backchannels = 0
+        """Caller sounds over the committed reply that did not interrupt it."""
         self._discarded: list[SpeculationDiscardedFrame] = []
         self._discard_ids: set[int] = set()
         """Thrown-away work, written into the next committed turn (the one it was for)."""
@@ -94,6 +97,12 @@ class TurnTraceObserver:
                 self._tracer.annotate("heard", frame.spoken_text)
                 self._close()
                 self._speech_start_ms = frame.at_ms
+            case BackchannelFrame() if source == "turn":
+                # Not an interruption: the reply went on, and the sound began no turn.
+                if frame.reply_index == self._committed:
+                    self._backchannels += 1
+                    self._tracer.annotate("backchannels", self._backchannels)
+                self._speech_start_ms = None
             case SpeculationDiscardedFrame() if frame.frame_id not in self._discard_ids:
                 # Every later stage hands the frame on; it is one piece of work.
                 self._discard_ids.add(frame.frame_id)
@@ -120,6 +129,9 @@ class TurnTraceObserver:
         tracer.annotate("transcript", frame.user_text)
         if self._vad_speech_end_ms is not None:
             tracer.annotate("vad_speech_end_ms", self._vad_speech_end_ms)
+        if frame.end_of_turn_p is not None:
+            tracer.annotate("end_of_turn_p", round(frame.end_of_turn_p, 4))
+            tracer.annotate("end_of_turn_wait_ms", round(frame.wait_ms, 1))
         reply = self._replies.pop(frame.reply_index, _ReplyEvents())
         for event, at_ms in reply.events.items():
             tracer.mark(event, at_ms)
@@ -134,6 +146,7 @@ class TurnTraceObserver:
         }
         self._committed_speech_start = self._speech_start_ms
         self._speech_start_ms = None
+        self._backchannels = 0
 
     def _write_discarded(self) -> None:
         for work in self._discarded:

@@ -14,6 +14,7 @@ from cadence.tooling.cli import (
     loadtest_cmd,
     report_cmd,
     serve_cmd,
+    turn_cmd,
     voice_cmd,
 )
 
@@ -33,10 +34,14 @@ app.command("transcribe")(voice_cmd.transcribe)
 app.command("say")(voice_cmd.say)
 app.command("bench")(bench_cmd.bench)
 app.command("bench-voice")(bench_cmd.bench_voice)
+app.command("bench-turns")(bench_cmd.bench_turns)
+app.command("make-paused-clips")(bench_cmd.make_paused_clips)
 app.command("converse")(converse_cmd.converse)
 app.command("report")(report_cmd.report)
 app.command("serve")(serve_cmd.serve)
 app.command("loadtest")(loadtest_cmd.loadtest)
+app.command("turn-score")(turn_cmd.turn_score)
+app.command("train-turn-model")(turn_cmd.train_turn_model)
 
 
 @app.callback()

@@ -1,5 +1,6 @@
-"""``cadence bench`` (whole turns, with ablations) and ``cadence bench-voice`` (VAD, STT and
-TTS alone) on real speech."""
+"""``cadence bench`` (whole turns, with ablations), ``cadence bench-voice`` (VAD, STT and
+TTS alone), ``cadence bench-turns`` (turn-taking: talk-overs, false interruptions, the wait)
+on real speech, and ``cadence make-paused-clips`` (the clips of the last)."""
 
 from __future__ import annotations
 
@@ -10,13 +11,35 @@ import shlex
 import sys
 from contextlib import AsyncExitStack
 from pathlib import Path
+from typing import Any
 
+import numpy as np
 import typer
 from rich.console import Console
 
 from cadence.pipeline.config import CadenceConfig
+from cadence.pipeline.model_loading import load_tts
 from cadence.pipeline.tracing import TurnTrace
+from cadence.tooling.bench.interruptions import (
+    REAL_BACKCHANNELS,
+    noise_sounds,
+    real_short_words,
+    run_interruptions,
+    synthesized_backchannels,
+    words_sound,
+)
+from cadence.tooling.bench.interruptions import summarize as summarize_interruptions
 from cadence.tooling.bench.manifest import ManifestClip, read_manifest
+from cadence.tooling.bench.paused_clips import (
+    PAUSES_S,
+    WORDS_FILE,
+    align_words,
+    read_words,
+    write_words,
+)
+from cadence.tooling.bench.paused_clips import (
+    make_paused_clips as write_paused_clips,
+)
 from cadence.tooling.bench.turn_bench import (
     ABLATIONS,
     TurnRunner,
@@ -25,9 +48,23 @@ from cadence.tooling.bench.turn_bench import (
     variants,
     write_traces,
 )
+from cadence.tooling.bench.turn_taking import (
+    MARKDOWN_FILE,
+    SCHEMA,
+    live_figures,
+    load_text_model,
+    offline_report,
+    read_turn_manifest,
+    recorded_metrics,
+)
+from cadence.tooling.bench.turn_taking import (
+    write_report as write_turn_taking,
+)
 from cadence.tooling.bench.voice_bench import run_voice_bench, write_report
 from cadence.tooling.cli.config_option import CONFIG_OPTION, load_config_or_exit
 from cadence.tooling.report import build_report
+from cadence.voice.audio import PCM16
+from cadence.voice.audio.wavfile import read_audio
 
 TRANSPORTS = ("direct", "twilio")
 
@@ -138,3 +175,176 @@ def bench(
         command=shlex.join(["cadence", *sys.argv[1:]]),
     )
     Console().print((out / "report.md").read_text(), markup=False, highlight=False)
+
+
+def make_paused_clips(
+    manifest: Path = typer.Option(
+        ..., "--manifest", "-m", help="Clips (JSON lines: id, file, text, file_8k)."
+    ),
+    words: Path = typer.Option(
+        ..., "--words", help="Word timestamps (JSON lines: id, words); written by --align."
+    ),
+    out: Path | None = typer.Option(
+        None, "--out", "-o", help="Directory for the clips and their manifest.jsonl."
+    ),
+    pauses: str = typer.Option(
+        ",".join(map(str, PAUSES_S)), "--pauses", help="Pause lengths in seconds."
+    ),
+    align: bool = typer.Option(
+        False, "--align", help="(Re)write --words first, with faster-whisper word timestamps."
+    ),
+    config: Path | None = CONFIG_OPTION,
+) -> None:
+    """The turn-taking clips: each clip complete, and with a silence inserted mid-sentence."""
+    settings = load_config_or_exit(config)
+    err = Console(stderr=True)
+    try:
+        lengths = [float(p) for p in pauses.split(",") if p.strip()]
+    except ValueError as exc:
+        raise typer.BadParameter(f"not numbers: {pauses!r}", param_hint="--pauses") from exc
+    if not lengths or min(lengths) <= 0:
+        raise typer.BadParameter("give one or more positive lengths", param_hint="--pauses")
+    if align:
+        rows = align_words(read_manifest(manifest), settings.models.stt)
+        write_words(rows, words)
+        err.print(f"wrote word timestamps of {len(rows)} clips to {words}", highlight=False)
+    if out is None:
+        if not align:
+            raise typer.BadParameter("give --out (or --align alone)", param_hint="--out")
+        return
+    made = write_paused_clips(manifest, words, out, pauses_s=lengths, vad=settings.vad)
+    paused = [row for row in made if row["kind"] == "paused"]
+    sources = {row["source_id"] for row in paused}
+    err.print(
+        f"{len(made) - len(paused)} complete clips, {len(paused)} paused ones "
+        f"({len(sources)} sources × {len(lengths)} pauses) in {out}",
+        highlight=False,
+    )
+
+
+def bench_turns(
+    manifest: Path = typer.Option(
+        ..., "--manifest", "-m", help="Clips of `cadence make-paused-clips` (its manifest.jsonl)."
+    ),
+    out: Path = typer.Option(..., "--out", "-o", help="Report directory."),
+    transport: str = typer.Option(
+        "direct", "--transport", help="Comma-separated: direct, twilio (as for `cadence bench`)."
+    ),
+    limit: int | None = typer.Option(None, "--limit", help="Only the first N clips."),
+    words: Path | None = typer.Option(
+        None, "--words", help="Word timestamps for the backchannels; words.jsonl beside -m."
+    ),
+    question: str | None = typer.Option(
+        None,
+        "--question",
+        help="The clip whose reply the sounds interrupt (the shortest of 5+ words).",
+    ),
+    live: bool = typer.Option(True, "--live/--no-live", help="Play the clips in real time."),
+    interruptions: bool = typer.Option(
+        True, "--interruptions/--no-interruptions", help="Run the false-interruption cases."
+    ),
+    offline: bool = typer.Option(
+        True, "--offline/--no-offline", help="The trade-off curve and the text model's accuracy."
+    ),
+    config: Path | None = CONFIG_OPTION,
+) -> None:
+    """Turn-taking on real speech: talk-overs into mid-sentence pauses, voice-to-voice of
+    complete turns, false interruptions, and the talk-over/wait trade-off."""
+    settings = load_config_or_exit(config)
+    transports = _transports(transport)
+    err = Console(stderr=True)
+    try:
+        every = read_turn_manifest(manifest)
+    except ValueError as exc:
+        raise typer.BadParameter(str(exc), param_hint="--manifest") from exc
+    clips = every[:limit]
+    command = shlex.join(["cadence", *sys.argv[1:]])
+    report: dict[str, Any] = {
+        "schema": SCHEMA,
+        "manifest": str(manifest),
+        "clips": len(clips),
+        "transports": transports,
+        "end_of_turn": settings.turn.end_of_turn.model_dump(mode="json"),
+        "machine": machine_description(),
+        "command": command,
+        "live": {},
+    }
+    if live:
+        paused = sum(c.kind == "paused" for c in clips)
+        err.print(
+            f"{len(clips) - paused} complete and {paused} paused clips × "
+            f"{len(transports)} transports, in real time",
+            highlight=False,
+        )
+        traces = asyncio.run(
+            _run([c.clip for c in clips], settings, concurrency=1, ablate=[], transports=transports)
+        )
+        write_traces(traces, out / "traces.jsonl")
+        build_report(
+            traces, out, budget=settings.budget, config=settings.model_dump(mode="json"),
+            machine=machine_description(), command=command,
+        )  # fmt: skip
+        report["live"] = live_figures(traces, clips)
+    if interruptions:
+        complete = [c.clip for c in every if c.kind == "complete"]
+        # By default the shortest sentence of five words or more asks, the next one interrupts.
+        by_length = (
+            sorted(
+                (c for c in complete if len(c.text.split()) >= 5),
+                key=lambda c: len(read_audio(c.path, 8000)),
+            )
+            or complete
+        )
+        chosen = [c for c in by_length if question is None or c.id == question]
+        if not chosen:
+            raise typer.BadParameter(f"no complete clip {question!r}", param_hint="--question")
+        timestamps_path = words or manifest.parent / WORDS_FILE
+        timestamps = read_words(timestamps_path) if timestamps_path.is_file() else {}
+        synthesizer = load_tts(settings.models.tts)
+
+        def synthesize(text: str) -> tuple[PCM16, int]:
+            chunks = list(synthesizer.synthesize_blocking(text))
+            return np.concatenate(chunks), synthesizer.sample_rate
+
+        other = next((c for c in by_length if c.text != chosen[0].text), chosen[0])
+        sounds = [
+            *real_short_words(complete, timestamps, REAL_BACKCHANNELS),
+            *synthesized_backchannels(synthesize),
+            *noise_sounds(),
+            words_sound(other),
+        ]
+        err.print(f"{len(sounds)} sounds over the reply to {chosen[0].id}", highlight=False)
+        results = asyncio.run(run_interruptions(chosen[0], sounds, settings))
+        section = report["live"].setdefault("direct", {})
+        section["false_interruptions"] = results
+        section["false_interruptions_summary"] = summarize_interruptions(results)
+        section["question"] = chosen[0].id
+    if offline:
+        model, error = load_text_model()
+        report["text_model"] = {
+            "error": error,
+            "threshold": None if model is None else model.threshold,
+            "recorded": recorded_metrics(model),
+            "accuracy": {},
+        }
+        report["tradeoff"] = {}
+        paths = [("16 kHz", False)] + (
+            [("8 kHz phone line", True)] if "twilio" in transports else []
+        )
+        for name, telephone in paths:
+            err.print(f"offline: whisper and the text model on {name}", highlight=False)
+            figures, accuracy = offline_report(clips, settings, telephone=telephone, model=model)
+            report["tradeoff"][name] = figures
+            if accuracy is not None:
+                report["text_model"]["accuracy"][name] = accuracy
+    write_turn_taking(report, out)
+    Console().print((out / MARKDOWN_FILE).read_text(), markup=False, highlight=False)
+
+
+def _transports(transport: str) -> list[str]:
+    transports = [name.strip() for name in transport.split(",") if name.strip()]
+    if not transports or set(transports) - set(TRANSPORTS):
+        raise typer.BadParameter(
+            f"choose from {', '.join(TRANSPORTS)}, got {transport!r}", param_hint="--transport"
+        )
+    return transports

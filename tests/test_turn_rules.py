@@ -1,0 +1,262 @@
+"""The turn engine's rules on a virtual clock: when a silence ends the turn, what a caller's
+sound over the reply does, and what "hold on" gets — frame by frame, no models.
+
+The end-of-turn detector here reads punctuation (P is 1 or 0), so each wait is known exactly;
+the real speech through the real models is in ``test_turn_taking.py``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncGenerator, AsyncIterator, Sequence
+from dataclasses import dataclass
+
+import pytest
+
+from cadence.core.clock import VirtualClock
+from cadence.llm import Turn
+from cadence.llm.emission import ReplyPiece
+from cadence.pipeline.config import EndOfTurnConfig, TurnConfig
+from cadence.pipeline.end_of_turn import EndOfTurnDetector, end_of_turn_wait_ms
+from cadence.pipeline.frames import (
+    BackchannelFrame,
+    BargeInFrame,
+    EndpointFrame,
+    FinalTranscriptFrame,
+    Frame,
+    SpeechStartFrame,
+    TextPieceFrame,
+    TurnCommittedFrame,
+)
+from cadence.pipeline.pipeline import Pipeline
+from cadence.pipeline.playback_ledger import PlaybackLedger
+from cadence.pipeline.playout_gate import PlayoutGate
+from cadence.pipeline.stage import Stage
+from cadence.pipeline.stages.turn import TurnStage
+
+REPLY = "Sure, I can help with that."
+
+
+class CannedGenerator:
+    """Answers every turn with ``REPLY`` at once."""
+
+    def __init__(self, clock: VirtualClock) -> None:
+        self._clock = clock
+
+    async def prefill(self, history: Sequence[Turn]) -> None:
+        return None
+
+    async def stream(self, history: Sequence[Turn]) -> AsyncGenerator[ReplyPiece, None]:
+        yield ReplyPiece(REPLY, self._clock.now_ms())
+
+    async def aclose(self) -> None:
+        return None
+
+
+class Recorder:
+    def __init__(self) -> None:
+        self.frames: list[Frame] = []
+
+    def on_frame(self, source: str, frame: Frame) -> None:
+        if source == "turn":
+            self.frames.append(frame)
+
+    def of(self, kind: type[Frame]) -> list[Frame]:
+        return [f for f in self.frames if isinstance(f, kind)]
+
+
+@dataclass
+class Engine:
+    clock: VirtualClock
+    stage: TurnStage
+    pipeline: Pipeline
+    ledger: PlaybackLedger
+    gate: PlayoutGate
+    seen: Recorder
+
+    async def feed(self, frame: Frame) -> None:
+        await self.pipeline.queue(frame)
+        await settle()
+
+    async def utterance(self, text: str, *, start_ms: float, end_ms: float) -> None:
+        """An utterance spoken from ``start_ms`` to ``end_ms``, its endpoint 200 ms later."""
+        await self.at(start_ms)
+        await self.feed(SpeechStartFrame(at_ms=start_ms))
+        await self.at(end_ms + 200)
+        await self.feed(EndpointFrame(at_ms=end_ms + 200, speech_end_ms=end_ms))
+        await self.feed(FinalTranscriptFrame(text=text, at_ms=end_ms + 200))
+
+    async def at(self, ms: float) -> None:
+        await self.clock.advance(ms - self.clock.now_ms())
+        await settle()
+
+    def commits(self) -> list[TurnCommittedFrame]:
+        return [f for f in self.seen.of(TurnCommittedFrame) if isinstance(f, TurnCommittedFrame)]
+
+    def hear_all_of(self, reply_index: int) -> None:
+        self.ledger.phrase(reply_index, REPLY, 0.0, 2000.0)
+        self.ledger.played(reply_index, 400.0)
+
+
+async def settle() -> None:
+    for _ in range(50):
+        await asyncio.sleep(0)
+
+
+END_OF_TURN = EndOfTurnConfig(model="punctuation", min_wait_ms=200, max_wait_ms=1500)
+
+
+@pytest.fixture
+async def engine(request: pytest.FixtureRequest) -> AsyncIterator[Engine]:
+    config: TurnConfig = getattr(request, "param", TurnConfig(end_of_turn=END_OF_TURN))
+    clock, ledger, gate, seen = VirtualClock(), PlaybackLedger(), PlayoutGate(), Recorder()
+    stage = TurnStage(
+        CannedGenerator(clock),
+        clock=clock,
+        ledger=ledger,
+        config=config,
+        end_of_turn=EndOfTurnDetector(config.end_of_turn, None),
+        gate=gate,
+    )
+    pipeline = Pipeline([stage, Stage(name="sink")], observers=[seen])
+    await pipeline.start()
+    try:
+        yield Engine(clock, stage, pipeline, ledger, gate, seen)
+    finally:
+        await pipeline.cancel("test over")
+
+
+def test_the_wait_follows_the_probability() -> None:
+    options = EndOfTurnConfig(min_wait_ms=200, max_wait_ms=1600, complete_at=0.8, incomplete_at=0.2)
+    assert end_of_turn_wait_ms(0.95, options) == 200
+    assert end_of_turn_wait_ms(0.8, options) == 200
+    assert end_of_turn_wait_ms(0.5, options) == pytest.approx(900)
+    assert end_of_turn_wait_ms(0.2, options) == 1600
+    assert end_of_turn_wait_ms(0.0, options) == 1600
+
+
+def test_settings_out_of_order_are_refused() -> None:
+    with pytest.raises(ValueError, match="min_wait_ms"):
+        EndOfTurnConfig(min_wait_ms=900, max_wait_ms=800)
+    with pytest.raises(ValueError, match="incomplete_at"):
+        EndOfTurnConfig(complete_at=0.3, incomplete_at=0.5)
+
+
+async def test_a_complete_turn_is_committed_after_the_short_wait(engine: Engine) -> None:
+    await engine.utterance("Book it for Tuesday.", start_ms=1000, end_ms=2000)
+    [commit] = engine.commits()
+    assert commit.at_ms == 2200  # the endpoint already waited 200 ms: nothing more
+    assert commit.end_of_turn_p == 1.0
+
+
+async def test_an_unfinished_turn_waits_up_to_the_maximum(engine: Engine) -> None:
+    await engine.utterance("I would like a table for", start_ms=1000, end_ms=2000)
+    await engine.at(3499)
+    assert engine.commits() == []  # a caller pausing mid-sentence is not answered
+    await engine.at(3500)
+    [commit] = engine.commits()
+    assert commit.at_ms == 3500
+    assert commit.wait_ms == 1500
+    assert engine.seen.of(TextPieceFrame)  # the reply was ready all along
+
+
+async def test_speech_in_the_wait_continues_the_turn(engine: Engine) -> None:
+    await engine.utterance("I would like a table for", start_ms=1000, end_ms=2000)
+    await engine.utterance("two people.", start_ms=2900, end_ms=3500)
+    [commit] = engine.commits()
+    assert commit.user_text == "I would like a table for two people."
+    assert commit.at_ms == 3700
+
+
+async def test_hold_on_gets_the_hold_reply_and_no_answer(engine: Engine) -> None:
+    await engine.utterance("Hold on, let me find my card.", start_ms=1000, end_ms=2500)
+    [commit] = engine.commits()
+    pieces = "".join(
+        f.text for f in engine.seen.of(TextPieceFrame) if isinstance(f, TextPieceFrame)
+    )
+    assert pieces == "Okay."
+    engine.ledger.finish(commit.reply_index)  # and the caller heard it
+    await engine.at(4000)
+    assert [t.text for t in engine.stage.history] == ["Hold on, let me find my card.", "Okay."]
+    # The conversation resumes with the caller's next turn, answered as usual.
+    await engine.utterance("It's four four one seven.", start_ms=20_000, end_ms=21_500)
+    assert engine.commits()[-1].user_text == "It's four four one seven."
+    assert engine.stage.history[-1].text == REPLY
+
+
+@pytest.mark.parametrize(
+    "engine", [TurnConfig(end_of_turn=END_OF_TURN, hold_reply="")], indirect=True
+)
+async def test_a_silent_hold_keeps_the_words_for_the_next_turn(engine: Engine) -> None:
+    await engine.utterance("One moment please.", start_ms=1000, end_ms=2000)
+    await engine.at(10_000)
+    assert engine.commits() == []
+    assert engine.seen.of(TextPieceFrame) == []
+    await engine.utterance("My card number is 4417.", start_ms=20_000, end_ms=21_500)
+    assert engine.commits()[-1].user_text == "One moment please. My card number is 4417."
+
+
+async def answered(engine: Engine) -> int:
+    """A committed reply that the caller has started to hear; its index."""
+    await engine.utterance("What are your opening hours?", start_ms=1000, end_ms=2000)
+    [commit] = engine.commits()
+    engine.hear_all_of(commit.reply_index)
+    return commit.reply_index
+
+
+async def test_a_backchannel_pauses_the_reply_and_resumes_it(engine: Engine) -> None:
+    reply_index = await answered(engine)
+    await engine.at(3000)
+    await engine.feed(SpeechStartFrame(at_ms=3000))
+    assert not engine.gate.is_open  # paused the moment the caller made a sound
+    await engine.at(3600)
+    await engine.feed(EndpointFrame(at_ms=3600, speech_end_ms=3400))
+    await engine.feed(FinalTranscriptFrame(text="Uh-huh.", at_ms=3650))
+    assert engine.gate.is_open
+    [backchannel] = engine.seen.of(BackchannelFrame)
+    assert isinstance(backchannel, BackchannelFrame)
+    assert backchannel.reply_index == reply_index
+    assert engine.seen.of(BargeInFrame) == []
+    assert len(engine.commits()) == 1  # "uh-huh" is no turn of its own
+    assert [t.speaker for t in engine.stage.history] == ["user", "agent"]
+
+
+async def test_real_words_over_the_reply_cut_it(engine: Engine) -> None:
+    reply_index = await answered(engine)
+    await engine.at(3000)
+    await engine.feed(SpeechStartFrame(at_ms=3000))
+    await engine.at(4000)
+    await engine.feed(EndpointFrame(at_ms=4000, speech_end_ms=3800))
+    await engine.feed(FinalTranscriptFrame(text="What about Sundays?", at_ms=4050))
+    [barge_in] = engine.seen.of(BargeInFrame)
+    assert isinstance(barge_in, BargeInFrame)
+    assert barge_in.reply_index == reply_index
+    assert barge_in.at_ms == 3000  # dated from when the caller began, not when it was judged
+    assert engine.gate.is_open
+    # Cut to the words heard (400 of 2,000 ms: a fifth of six words), then the new words answered.
+    assert engine.stage.history[1].text == "Sure,"
+    assert engine.commits()[-1].user_text == "What about Sundays?"
+
+
+async def test_speech_longer_than_a_backchannel_cuts_without_a_transcript(engine: Engine) -> None:
+    await answered(engine)
+    await engine.at(3000)
+    await engine.feed(SpeechStartFrame(at_ms=3000))
+    await engine.at(4199)
+    assert engine.seen.of(BargeInFrame) == []
+    await engine.at(4200)  # max_backchannel_ms (1,200) of speech
+    assert len(engine.seen.of(BargeInFrame)) == 1
+    assert engine.gate.is_open
+
+
+@pytest.mark.parametrize(
+    "engine",
+    [TurnConfig(end_of_turn=END_OF_TURN, interruption={"backchannels": False})],
+    indirect=True,
+)
+async def test_without_backchannels_any_speech_cuts_at_once(engine: Engine) -> None:
+    await answered(engine)
+    await engine.at(3000)
+    await engine.feed(SpeechStartFrame(at_ms=3000))
+    assert len(engine.seen.of(BargeInFrame)) == 1
+    assert engine.gate.is_open

@@ -1,0 +1,151 @@
+"""Turn-taking through the real pipeline: real speech (and, for what no recording here says,
+the embedded Piper voice as the caller), real VAD, whisper, end-of-turn model, generator and
+TTS. Every timing is checked against where the caller's speech truly was (its energy
+envelope), never against the engine's own estimate, and with margins that hold on a loaded
+machine: a wrong rule misses them by seconds, not milliseconds.
+"""
+
+from __future__ import annotations
+
+import itertools
+
+from speech_data import clip, speech_bounds_ms, spoken, with_silence, words
+from voice_call import DEFAULT, Call, open_call
+
+from cadence.pipeline.config import CadenceConfig, EndOfTurnConfig, TurnConfig
+from cadence.pipeline.session import SAMPLE_RATE
+from cadence.pipeline.tracing import AnchorEvent
+from cadence.tooling.bench.paused_clips import noise_bed, with_pause
+
+A = AnchorEvent
+
+
+def patient(max_wait_ms: int, **end_of_turn: object) -> CadenceConfig:
+    """The default configuration with another maximum wait (and other end-of-turn settings)."""
+    options = EndOfTurnConfig.model_validate({"max_wait_ms": max_wait_ms, **end_of_turn})
+    turn = DEFAULT.turn.model_copy(update={"end_of_turn": options})
+    return DEFAULT.model_copy(update={"turn": turn})
+
+
+async def wait_for_reply(call: Call, *, limit_ms: float = 60_000) -> None:
+    """Silence from the caller until reply audio is being sent (a minute at most)."""
+    for _ in range(int(limit_ms / 20)):
+        if call.output.sent:
+            return
+        await call.caller.pause(20)
+    raise AssertionError("no reply within a minute")
+
+
+async def test_a_complete_sentence_is_answered_without_the_long_wait() -> None:
+    # With a 5 s maximum, a turn the model judged unfinished would wait seconds more.
+    async with open_call(patient(5000)) as call:
+        await call.caller.pause(500)
+        command = await call.say(
+            clip("sb_spk2_snt1").audio()
+        )  # "we are sure that one war is enough"
+        await wait_for_reply(call)
+        await call.caller.pause(500)
+        await call.session.close()
+    [turn] = call.traces.turns
+    assert turn.events[A.ENDPOINT] >= command.end_ms
+    assert turn.events[A.ENDPOINT] < command.end_ms + 2500
+    assert min(call.sent_ms()) >= command.end_ms
+
+
+async def test_a_mid_sentence_pause_is_not_answered() -> None:
+    # "mend the coat before … you go out", with 900 ms of the clip's own background inserted
+    # between "before" and "you": the reply comes after "out", not into the pause.
+    audio = clip("sb_spk2_snt4").audio()
+    before, you = words("sb_spk2_snt4")[3:5]
+    assert before[0] == "before"
+    at_s = (before[2] + you[1]) / 2
+    bed = noise_bed(audio, SAMPLE_RATE, SAMPLE_RATE, at_s=at_s)
+    paused = with_pause(audio, SAMPLE_RATE, at_s, 0.9, bed)
+    async with open_call() as call:
+        await call.caller.pause(500)
+        said = await call.say(paused)
+        await wait_for_reply(call)
+        await call.caller.pause(500)
+        await call.session.close()
+    assert min(call.sent_ms()) >= said.end_ms
+    # An early commit may have been withdrawn unheard; the turn answered is the whole sentence.
+    *withdrawn, turn = call.traces.turns
+    assert all(t.annotations.get("withdrawn") for t in withdrawn)
+    assert "go out" in str(turn.annotations["transcript"]).lower()
+    assert A.INTERRUPTED not in turn.events
+
+
+async def test_a_silence_at_the_maximum_ends_the_turn() -> None:
+    # "When you hear the bell" is not a sentence; and with the band of doubt pushed up to
+    # P = 1, any utterance waits for as long as the engine may — but never past the maximum.
+    bell, come = words("osr_us_0034_8k_s10")[4:6]
+    assert bell[0] == "bell,"
+    cut_s = (bell[2] + come[1]) / 2  # in the silence between "bell," and "come"
+    unfinished = clip("osr_us_0034_8k_s10").audio()[: int(SAMPLE_RATE * cut_s)]
+    async with open_call(patient(1200, complete_at=1.0, incomplete_at=0.999)) as call:
+        await call.caller.pause(500)
+        said = await call.say(unfinished)
+        await wait_for_reply(call)
+        await call.caller.pause(300)
+        await call.session.close()
+    [turn] = call.traces.turns
+    waited = turn.events[A.ENDPOINT] - said.end_ms
+    assert 1200 - 150 <= waited < 1200 + 2000  # the VAD's end of speech is within a frame or two
+    assert turn.annotations["end_of_turn_wait_ms"] == 1200
+
+
+async def test_hold_on_gets_no_reply_but_a_short_acknowledgement() -> None:
+    async with open_call() as call:
+        await call.caller.pause(500)
+        await call.say(spoken("Hold on, let me find my card."))
+        await call.caller.pause(3000)
+        await call.say(with_silence(clip("sb_spk2_snt4").audio(), 0, 0))
+        await wait_for_reply(call)
+        await call.caller.pause(3000)
+        await call.session.close()
+    history = call.session.history
+    assert "hold on" in history[0].text.lower()
+    assert history[1].text == DEFAULT.turn.hold_reply
+    assert "coat" in history[2].text.lower()  # the next turn answered as usual
+    assert history[3].speaker == "agent"
+    assert history[3].text != DEFAULT.turn.hold_reply
+
+
+async def test_a_backchannel_during_the_reply_resumes_it() -> None:
+    async with open_call() as call:
+        await call.caller.pause(500)
+        await call.say(clip("sb_spk2_snt1").audio())  # "we are sure that one war is enough"
+        await wait_for_reply(call)
+        await call.caller.pause(300)
+        yeah = await call.say(spoken("Yeah."))
+        await call.caller.pause(6000)
+        await call.session.close()
+    [turn, *_] = call.traces.turns
+    assert A.INTERRUPTED not in turn.events
+    assert turn.annotations["backchannels"] == 1
+    reply_index = call.output.sent[0].frame.reply_index
+    sent = call.sent_ms(reply_index)
+    # The reply stopped while the caller said "yeah" and went on after it.
+    gaps = [(a, b) for a, b in itertools.pairwise(sent) if b - a > 200]
+    assert any(yeah.start_ms - 500 < a < yeah.end_ms and b > yeah.end_ms for a, b in gaps)
+    history = call.session.history
+    assert [t.speaker for t in history] == ["user", "agent"]
+    assert history[1].text == turn.annotations["reply"]  # all of it, nothing cut
+
+
+async def test_no_backchannels_means_any_speech_cuts_the_reply() -> None:
+    turn_config = TurnConfig(interruption={"backchannels": False})
+    async with open_call(DEFAULT.model_copy(update={"turn": turn_config})) as call:
+        await call.caller.pause(500)
+        await call.say(clip("sb_spk2_snt1").audio())
+        await wait_for_reply(call)
+        await call.caller.pause(300)
+        await call.say(spoken("Yeah."))
+        await call.caller.pause(3000)
+        await call.session.close()
+    assert A.INTERRUPTED in call.traces.turns[0].events
+
+
+def test_the_spoken_test_words_are_speech() -> None:
+    start, end = speech_bounds_ms(spoken("Yeah."), SAMPLE_RATE)
+    assert 100 < end - start < 1500

@@ -1,0 +1,94 @@
+"""A call to a real ``VoiceSession`` in process: a simulated caller speaks real audio in real
+time, the reply is recorded, and each utterance's true bounds are known on the session clock."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from dataclasses import dataclass, field
+
+from speech_data import speech_bounds_ms
+
+from cadence.core.clock import MonotonicClock
+from cadence.pipeline.config import CadenceConfig, STTConfig, TracingConfig
+from cadence.pipeline.frames import Frame, SpeechStartFrame
+from cadence.pipeline.session import SAMPLE_RATE, VoiceSession
+from cadence.pipeline.tracing import MemoryTraceSink
+from cadence.tooling.caller import SimulatedCaller
+from cadence.tooling.recording_output import RecordingAudioOutput
+from cadence.voice.audio import PCM16
+
+
+@dataclass
+class SpeechStarts:
+    """When the VAD announced each utterance (wall time on the session clock)."""
+
+    clock: MonotonicClock
+    at_ms: list[float] = field(default_factory=list)
+
+    def on_frame(self, source: str, frame: Frame) -> None:
+        if source == "vad" and isinstance(frame, SpeechStartFrame):
+            self.at_ms.append(self.clock.now_ms())
+
+
+@dataclass(frozen=True)
+class Utterance:
+    """Where the caller's speech in a clip really was, on the session clock."""
+
+    start_ms: float
+    end_ms: float
+
+
+@dataclass
+class Call:
+    session: VoiceSession
+    caller: SimulatedCaller
+    output: RecordingAudioOutput
+    traces: MemoryTraceSink
+    speech_starts: SpeechStarts
+
+    async def say(self, pcm: PCM16) -> Utterance:
+        """The caller says ``pcm``; where its speech truly started and ended."""
+        start, end = speech_bounds_ms(pcm, SAMPLE_RATE)
+        at = self.caller.position_ms
+        await self.caller.say(pcm)
+        return Utterance(at + start, at + end)
+
+    def sent_ms(self, reply_index: int | None = None) -> list[float]:
+        """When each frame of reply audio (of one reply, if given) was handed over."""
+        return [
+            s.at_ms
+            for s in self.output.sent
+            if reply_index is None or s.frame.reply_index == reply_index
+        ]
+
+
+DEFAULT = CadenceConfig(tracing=TracingConfig(jsonl_path=None))
+NO_CAPTIONS = DEFAULT.model_copy(
+    update={
+        "models": DEFAULT.models.model_copy(update={"stt": STTConfig(partials_interval_ms=None)})
+    }
+)
+"""Without live captions: a caption decode in flight when a pause begins makes the engine skip
+the speculative decode (by design: it would wait for the caption), so whether there is one to
+discard would depend on how fast the machine decodes."""
+
+
+@asynccontextmanager
+async def open_call(config: CadenceConfig = DEFAULT) -> AsyncIterator[Call]:
+    clock = MonotonicClock()
+    output, traces, starts = RecordingAudioOutput(clock), MemoryTraceSink(), SpeechStarts(clock)
+    session = VoiceSession(
+        config,
+        output,
+        session_id="test",
+        output_sample_rate=16000,
+        clock=clock,
+        trace_sinks=[traces],
+        observers=[starts],
+    )
+    await session.start()
+    try:
+        yield Call(session, SimulatedCaller(session), output, traces, starts)
+    finally:
+        await session.cancel("test over")

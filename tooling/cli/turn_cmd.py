@@ -1,0 +1,124 @@
+"""``cadence turn-score`` and ``cadence train-turn-model``: the text end-of-turn model's
+commands. Torch loads only for training, so scoring starts quickly."""
+
+from __future__ import annotations
+
+import shlex
+import sys
+from pathlib import Path
+
+import typer
+from rich.console import Console
+
+from cadence.voice.turn import TextEndOfTurnModel, TextEndOfTurnModelError
+
+DATA_DIR = Path("../shared/data/dialogue")
+DEFAULT_CORPORA = ("sgd_train", "taskmaster4", "woz2", "camrest676")
+EXIT_BAD_INPUT = 3
+"""Exit status when the input file or the weights file cannot be used."""
+
+
+def turn_score(
+    file: str = typer.Argument(
+        "-", help="Utterances, one a line; `-` or nothing for standard input."
+    ),
+    agent: str | None = typer.Option(
+        None, "--agent", help="The agent's turn before each utterance (the same for all)."
+    ),
+    weights: Path | None = typer.Option(
+        None, "--weights", help="A weights file of `train-turn-model`; the shipped one if omitted."
+    ),
+) -> None:
+    """Write `P<TAB>utterance` for each line: P the probability that it is a complete turn."""
+    err = Console(stderr=True, soft_wrap=True)
+    try:
+        model = TextEndOfTurnModel.load(weights)
+    except TextEndOfTurnModelError as exc:
+        err.print(f"[red]error[/] {exc}", highlight=False, markup=True)
+        raise typer.Exit(EXIT_BAD_INPUT) from exc
+    if file == "-":
+        lines = sys.stdin.read().splitlines()
+    else:
+        try:
+            lines = Path(file).read_text(encoding="utf-8").splitlines()
+        except (OSError, UnicodeDecodeError) as exc:
+            err.print(f"[red]error[/] cannot read {file}: {exc}", highlight=False)
+            raise typer.Exit(EXIT_BAD_INPUT) from exc
+    for line in lines:
+        utterance = line.rstrip("\r")
+        typer.echo(f"{model.score(utterance, agent_text=agent):.3f}\t{utterance}")
+
+
+def train_turn_model(
+    ctx: typer.Context,
+    data: Path = typer.Option(DATA_DIR, "--data", help="Folder of the JSONL dialogue corpora."),
+    out: Path = typer.Option(..., "--out", help="The weights file to write (.npz)."),
+    metrics: Path | None = typer.Option(
+        None, "--metrics", help="The metrics JSON to write; OUT with .metrics.json if omitted."
+    ),
+    corpus: list[str] = typer.Option(
+        list(DEFAULT_CORPORA), "--corpus", help="Training corpus name or path (repeatable)."
+    ),
+    validation: str = typer.Option(
+        "sgd_dev", "--validation", help="Held-out corpus: the best epoch and the threshold."
+    ),
+    test: str | None = typer.Option(
+        "sgd_test", "--test", help="Evaluation-only corpus, scored once at the end ('' for none)."
+    ),
+    dim_bits: int = typer.Option(18, "--dim-bits", help="Hashed features: 2^N weights."),
+    epochs: int = typer.Option(3, "--epochs", help="Passes over the training examples."),
+    learning_rate: float = typer.Option(0.003, "--lr", help="Adam's learning rate."),
+    max_dialogues: int | None = typer.Option(
+        None, "--max-dialogues", help="Only the first N dialogues of each corpus (quick runs)."
+    ),
+    seed: int = typer.Option(0, "--seed", help="Seed of the examples, noise and order."),
+    threads: int = typer.Option(1, "--threads", help="Torch CPU threads."),
+) -> None:
+    """Train the text end-of-turn model, tune its threshold, write its weights and metrics."""
+    from cadence.tooling.training.end_of_turn import TurnModelOptions, train_turn_model
+
+    err = Console(stderr=True, soft_wrap=True)
+    paths = [_corpus_path(data, name) for name in corpus]
+    validation_path = _corpus_path(data, validation)
+    test_path = _corpus_path(data, test) if test else None
+    for path in [*paths, validation_path, *([test_path] if test_path else [])]:
+        if not path.is_file():
+            err.print(f"[red]error[/] no corpus {path}", highlight=False)
+            raise typer.Exit(EXIT_BAD_INPUT)
+    options = TurnModelOptions(
+        corpora=tuple(paths),
+        validation=validation_path,
+        out=out,
+        test=test_path,
+        metrics=metrics,
+        dim=1 << dim_bits,
+        epochs=epochs,
+        learning_rate=learning_rate,
+        seed=seed,
+        threads=threads,
+        max_dialogues=max_dialogues,
+        command=_command_line(ctx),
+    )
+    report = train_turn_model(options, lambda line: err.print(line, highlight=False, markup=False))
+    typer.echo(f"{out}\tthreshold {report.threshold:.3f}")
+
+
+def _command_line(ctx: typer.Context) -> str:
+    """The command as given (the options set on the command line, in a fixed order), for the
+    metrics to say how they were made."""
+    words = ["cadence", "train-turn-model"]
+    for param in ctx.command.params:
+        name = param.name or ""
+        source = ctx.get_parameter_source(name)
+        if source is None or source.name != "COMMANDLINE":
+            continue
+        flag = param.opts[0]
+        value = ctx.params[name]
+        for item in value if isinstance(value, list | tuple) else [value]:
+            words += [flag, str(item)]
+    return shlex.join(words)
+
+
+def _corpus_path(data_dir: Path, name: str) -> Path:
+    path = Path(name)
+    return path if path.suffix == ".jsonl" else data_dir / f"{name}.jsonl"
