@@ -5,8 +5,9 @@ One session per sound, in process at 16 kHz: the caller says a complete utteranc
 sound; then listens for ``LISTEN_MS``. The sounds:
 
 * **backchannels** — real short words cut out of the clips by their word timestamps
-  (``words.jsonl``; the clips are read sentences, so "so", "one" and the like), and "yeah",
-  "okay", "uh-huh" said by the configured Piper voice (marked ``synthesized``);
+  (``words.jsonl``), and "yeah", "okay", "uh-huh" said by the configured Piper voice (marked
+  ``synthesized``). The clips are read sentences: the short words they hold are "so" and "one",
+  which are not what a listener says — they count as words;
 * **noise** — a 150 ms burst of line noise (the "cough") and a 10 ms click;
 * **words** — a whole other clip: a real interruption.
 
@@ -50,9 +51,11 @@ LISTEN_MS = 3000.0
 """How long the caller listens after the sound."""
 STEP_MS = 20.0
 SHORT_WORDS = ("yeah", "yes", "okay", "ok", "uh-huh", "mm-hmm", "right", "oh", "so", "no", "one")
-"""Real words a caller may say over a reply without meaning to take the turn, in order of
-preference."""
-REAL_BACKCHANNELS = 3
+"""Real short words to cut out of the clips, in order of preference."""
+LISTENER_WORDS = frozenset({"yeah", "yes", "okay", "ok", "uh-huh", "mm-hmm", "right", "oh"})
+"""Those of them a listener says without taking the turn: these should leave the reply going;
+any other short word ("so", "no", "one") says something, and should cut it."""
+REAL_SHORT_WORDS = 3
 SYNTHESIZED = ("Yeah.", "Okay.", "Uh-huh.")
 NOISE_DBFS = -20.0
 
@@ -100,7 +103,7 @@ def real_short_words(
                 found.append(
                     Sound(
                         f'"{wanted}"',
-                        "backchannel",
+                        "backchannel" if wanted in LISTENER_WORDS else "words",
                         _faded(audio[start:stop]),
                         f"{clip.id} {word.start_s:.2f}–{word.end_s:.2f} s",
                     )

@@ -21,7 +21,7 @@ from cadence.pipeline.config import CadenceConfig
 from cadence.pipeline.model_loading import load_tts
 from cadence.pipeline.tracing import TurnTrace
 from cadence.tooling.bench.interruptions import (
-    REAL_BACKCHANNELS,
+    REAL_SHORT_WORDS,
     noise_sounds,
     real_short_words,
     run_interruptions,
@@ -308,7 +308,7 @@ def bench_turns(
 
         other = next((c for c in by_length if c.text != chosen[0].text), chosen[0])
         sounds = [
-            *real_short_words(complete, timestamps, REAL_BACKCHANNELS),
+            *real_short_words(complete, timestamps, REAL_SHORT_WORDS),
             *synthesized_backchannels(synthesize),
             *noise_sounds(),
             words_sound(other),
