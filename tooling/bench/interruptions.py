@@ -26,21 +26,13 @@ from typing import Any, Literal
 
 import numpy as np
 
-from cadence.core.clock import MonotonicClock
 from cadence.pipeline.config import CadenceConfig
-from cadence.pipeline.session import SAMPLE_RATE, VoiceSession
-from cadence.pipeline.tracing import AnchorEvent, MemoryTraceSink
+from cadence.pipeline.session import SAMPLE_RATE
+from cadence.pipeline.tracing import AnchorEvent
 from cadence.tooling.bench.manifest import ManifestClip
 from cadence.tooling.bench.paused_clips import Word, normalised
-from cadence.tooling.bench.turn_bench import (
-    LEAD_MS,
-    MAX_REPLY_WAIT_MS,
-    answered,
-    bench_config,
-)
-from cadence.tooling.caller import SimulatedCaller
+from cadence.tooling.bench.turn_bench import answered_call
 from cadence.tooling.emulators.hearing import PlayedAudio, audible_at_ms, first_heard_after
-from cadence.tooling.recording_output import RecordingAudioOutput
 from cadence.voice.audio import PCM16, resample
 from cadence.voice.audio.speech_bounds import speech_bounds_ms
 from cadence.voice.audio.wavfile import read_audio
@@ -184,24 +176,9 @@ async def run_interruption(
 ) -> InterruptionResult:
     """Play ``question``, then ``sound`` while its reply is heard (the module's docstring)."""
     audio = read_audio(question.path, SAMPLE_RATE)
-    _, speech_end = speech_bounds_ms(audio, SAMPLE_RATE)
-    clock = MonotonicClock()
-    traces, output = MemoryTraceSink(), RecordingAudioOutput(clock)
-    session = VoiceSession(
-        bench_config(config), output, session_id=session_id, output_sample_rate=SAMPLE_RATE,
-        clock=clock, trace_sinks=[traces],
-    )  # fmt: skip
-    await session.start()
-    try:
-        caller = SimulatedCaller(session)
-        await caller.pause(LEAD_MS)
-        true_end = caller.position_ms + speech_end
-        await caller.say(audio)
-        while not answered(output.heard_at_ms(), true_end) and (
-            caller.position_ms - true_end < MAX_REPLY_WAIT_MS
-        ):
-            await caller.pause(STEP_MS)
-        first = first_heard_after(output.heard_at_ms(), true_end)
+    async with answered_call(config, audio, session_id, tail_ms=0.0, poll_ms=STEP_MS) as call:
+        caller, output = call.caller, call.output
+        first = first_heard_after(output.heard_at_ms(), call.true_end_ms)
         if first is not None:
             while caller.position_ms < first + after_heard_ms:
                 await caller.pause(STEP_MS)
@@ -209,9 +186,8 @@ async def run_interruption(
         await caller.say(sound.pcm)
         sound_end = caller.position_ms
         await caller.pause(listen_ms)
-        history = session.history
-    finally:
-        await session.cancel("interruption measured")
+        history = call.session.history
+    traces = call.traces
     replies = [s.frame.reply_index for s in output.sent if s.at_ms <= sound_start]
     reply = replies[-1] if replies else None
     mine = [s for s in output.sent if s.frame.reply_index == reply]

@@ -49,9 +49,10 @@ from typing import Any
 import numpy as np
 
 from cadence.pipeline.config import STTConfig, VADConfig
+from cadence.pipeline.model_loading import load_stt
 from cadence.tooling.bench.manifest import ManifestClip, read_manifest
 from cadence.voice.audio import level_db
-from cadence.voice.audio.pcm import PCM16, pcm16_to_float
+from cadence.voice.audio.pcm import PCM16
 from cadence.voice.audio.wavfile import read_audio, write_wav
 from cadence.voice.vad import Endpointer, VADEventKind, make_voice_detector
 
@@ -112,37 +113,12 @@ def align_words(
 ) -> list[dict[str, Any]]:
     """Word timestamps of every clip, one row each (``words.jsonl``), by faster-whisper with
     ``word_timestamps=True`` on its 16 kHz file."""
-    # The pipeline's own loader, so that the model is the one the engine hears with.
-    from cadence.voice.stt.transcriber import WhisperOptions, _load_model
-
-    settings = stt or STTConfig()
-    model = _load_model(
-        WhisperOptions(
-            model=settings.model,
-            device=settings.device,
-            compute_type=settings.compute_type,
-            cpu_threads=settings.cpu_threads,
-            language=settings.language,
-        )
-    )
+    # The pipeline's own transcriber, so that the model is the one the engine hears with.
+    transcriber = load_stt(stt or STTConfig())
     rows: list[dict[str, Any]] = []
     for clip in clips:
-        audio = pcm16_to_float(read_audio(clip.path, SPEECH_RATE))
-        segments, _ = model.transcribe(
-            audio,
-            language=settings.language,
-            beam_size=1,
-            temperature=0.0,
-            word_timestamps=True,
-            vad_filter=False,
-            condition_on_previous_text=False,
-        )
-        words = [
-            [str(w.word).strip(), round(float(w.start), 3), round(float(w.end), 3)]
-            for segment in segments
-            for w in segment.words or []
-            if str(w.word).strip()
-        ]
+        timed = transcriber.words_blocking(read_audio(clip.path, SPEECH_RATE))
+        words = [[word, round(start, 3), round(end, 3)] for word, start, end in timed]
         rows.append({"id": clip.id, "words": words})
     return rows
 

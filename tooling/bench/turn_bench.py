@@ -21,7 +21,8 @@ from __future__ import annotations
 
 import asyncio
 import itertools
-from collections.abc import Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
+from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -29,6 +30,7 @@ from cadence.core.clock import MonotonicClock
 from cadence.llm.options import LLMOptions
 from cadence.pipeline.config import CadenceConfig, TracingConfig
 from cadence.pipeline.frames import FinalTranscriptFrame, Frame
+from cadence.pipeline.pipeline import FrameObserver
 from cadence.pipeline.session import SAMPLE_RATE, VoiceSession
 from cadence.pipeline.tracing import CALLER_MEASURED, AnchorEvent, MemoryTraceSink, TurnTrace
 from cadence.pipeline.tracing.turn_trace import Annotation
@@ -36,6 +38,7 @@ from cadence.tooling.bench.manifest import ManifestClip
 from cadence.tooling.caller import SimulatedCaller
 from cadence.tooling.emulators.hearing import first_heard_after
 from cadence.tooling.recording_output import RecordingAudioOutput
+from cadence.voice.audio.pcm import PCM16
 from cadence.voice.audio.speech_bounds import speech_bounds_ms
 from cadence.voice.audio.wavfile import read_audio
 
@@ -105,13 +108,51 @@ async def run_turn(
     clip: ManifestClip, variant: Variant, session_id: str, concurrency: int
 ) -> list[TurnTrace]:
     """One clip as one user turn, in process at 16 kHz: the pipeline a browser call runs."""
+    watch = _SpeculationWatch()
     audio = read_audio(clip.path, SAMPLE_RATE)
+    async with answered_call(variant.config, audio, session_id, observers=[watch]) as call:
+        pass
+    return with_ground_truth(
+        call.traces.turns,
+        clip,
+        variant.name,
+        true_end_ms=call.true_end_ms,
+        heard_at_ms=call.output.heard_at_ms(),
+        annotations={"concurrency": concurrency, "speculative_hit": watch.speculative_hit},
+    )
+
+
+@dataclass(frozen=True)
+class AnsweredCall:
+    """A bench session whose caller has said one utterance and heard the reply to it."""
+
+    session: VoiceSession
+    caller: SimulatedCaller
+    output: RecordingAudioOutput
+    traces: MemoryTraceSink
+    true_end_ms: float
+    """The utterance's true end of speech, on the session clock."""
+
+
+@asynccontextmanager
+async def answered_call(
+    config: CadenceConfig,
+    audio: PCM16,
+    session_id: str,
+    *,
+    observers: Sequence[FrameObserver] = (),
+    tail_ms: float = TAIL_MS,
+    poll_ms: float = POLL_MS,
+) -> AsyncIterator[AnsweredCall]:
+    """A session of its own, in process at 16 kHz, in which the caller has said ``audio``
+    after ``LEAD_MS`` of silence, then stayed silent at least ``tail_ms`` and until a reply was
+    heard after the true end of speech (``MAX_REPLY_WAIT_MS`` at most); cancelled on exit."""
     _, speech_end = speech_bounds_ms(audio, SAMPLE_RATE)
     clock = MonotonicClock()
-    traces, watch, output = MemoryTraceSink(), _SpeculationWatch(), RecordingAudioOutput(clock)
+    traces, output = MemoryTraceSink(), RecordingAudioOutput(clock)
     session = VoiceSession(
-        bench_config(variant.config), output, session_id=session_id,
-        output_sample_rate=SAMPLE_RATE, clock=clock, trace_sinks=[traces], observers=[watch],
+        bench_config(config), output, session_id=session_id, output_sample_rate=SAMPLE_RATE,
+        clock=clock, trace_sinks=[traces], observers=observers,
     )  # fmt: skip
     await session.start()
     try:
@@ -119,21 +160,14 @@ async def run_turn(
         await caller.pause(LEAD_MS)
         true_end = caller.position_ms + speech_end
         await caller.say(audio)
-        await caller.pause(TAIL_MS)
+        await caller.pause(tail_ms)
         while not answered(output.heard_at_ms(), true_end) and (
             caller.position_ms - true_end < MAX_REPLY_WAIT_MS
         ):
-            await caller.pause(POLL_MS)
+            await caller.pause(poll_ms)
+        yield AnsweredCall(session, caller, output, traces, true_end)
     finally:
-        await session.cancel("bench turn measured")
-    return with_ground_truth(
-        traces.turns,
-        clip,
-        variant.name,
-        true_end_ms=true_end,
-        heard_at_ms=output.heard_at_ms(),
-        annotations={"concurrency": concurrency, "speculative_hit": watch.speculative_hit},
-    )
+        await session.cancel("bench call measured")
 
 
 def bench_config(config: CadenceConfig) -> CadenceConfig:

@@ -136,6 +136,25 @@ class Transcriber:
         )
         return " ".join(segment.text.strip() for segment in segments).strip()
 
+    def words_blocking(self, pcm: PCM16) -> list[tuple[str, float, float]]:
+        """Each word of ``pcm`` with its start and end in seconds (whisper's word timestamps,
+        good to about 0.1 s): for tooling that cuts clips at word boundaries, not for calls."""
+        segments, _ = self._model.transcribe(
+            pcm16_to_float(pcm),
+            language=self._options.language,
+            beam_size=self._options.beam_size,
+            temperature=0.0,
+            word_timestamps=True,
+            vad_filter=False,
+            condition_on_previous_text=False,
+        )
+        return [
+            (str(w.word).strip(), float(w.start), float(w.end))
+            for segment in segments
+            for w in segment.words or []
+            if str(w.word).strip()
+        ]
+
     async def transcribe(self, pcm: PCM16) -> Transcription:
         """Decode on the decoder thread. Cancelling the await abandons the result; the decode
         itself runs to completion (CTranslate2 cannot be interrupted mid-call)."""
