@@ -13,7 +13,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from enum import IntEnum
 
-from cadence.llm.dialogue import Turn
+from cadence.llm.dialogue import Turn, spoken_turns
 from cadence.llm.tokenizer import DialogueTokenizer
 
 
@@ -57,8 +57,9 @@ class DialogueFormat:
     ) -> list[int]:
         """Context for the next agent reply: the last ``history_turns`` turns, dropping the
         oldest until they fit ``max_context_tokens``, then ``<agent>`` to start the reply.
-        The reply therefore starts at ``len(prompt) - 1``, a block boundary."""
-        encoded = [self.encode_turn(turn) for turn in history[-history_turns:]]
+        The reply therefore starts at ``len(prompt) - 1``, a block boundary. The model knows
+        no tools: it reads only what was said (``spoken_turns``)."""
+        encoded = [self.encode_turn(turn) for turn in spoken_turns(history)[-history_turns:]]
         while encoded and sum(map(len, encoded)) > max_context_tokens:
             encoded.pop(0)
         return [*(token for turn in encoded for token in turn), self.tokenizer.special.agent]

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from typing import Protocol
 
 from cadence.core.clock import Clock
+from cadence.llm.dialogue import ToolCall
 
 
 @dataclass(frozen=True)
@@ -26,6 +27,9 @@ class ReplyPiece:
     """Set on the last piece of a reply that failed (a remote service that could not be
     reached, refused, or stalled): why, for the turn's trace. That piece is the fallback
     phrase, or empty when part of the reply had been spoken already."""
+    tool_calls: tuple[ToolCall, ...] = ()
+    """Set on the last piece of a reply that calls tools: the calls, in order. Its words (the
+    pieces before) come first; the runtime runs the calls and asks for the rest."""
 
 
 class TextDecoder(Protocol):

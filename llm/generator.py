@@ -20,10 +20,11 @@ from cadence.llm.autoregressive import AutoregressiveDecoder
 from cadence.llm.block_diffusion import BlockDiffusionDecoder
 from cadence.llm.checkpoint import LoadedModel
 from cadence.llm.decoding import DecodingOptions, ReplyStats
-from cadence.llm.dialogue import Turn
+from cadence.llm.dialogue import Turn, spoken_turns
 from cadence.llm.emission import ReplyPiece
 from cadence.llm.graphed_decoder import GraphedBlockDiffusionDecoder
 from cadence.llm.options import LLMOptions
+from cadence.llm.tools import ToolChoice, ToolSpec
 
 
 @dataclass(frozen=True)
@@ -73,9 +74,17 @@ class TurnGenerator(Protocol):
         user speaks); a backend with nothing to prepare returns at once."""
         ...
 
-    def stream(self, history: Sequence[Turn]) -> AsyncGenerator[ReplyPiece, None]:
-        """The reply to ``history`` (ending with the user's turn), piece by piece as it is
-        decided; cancelling or closing the iteration stops the work."""
+    def stream(
+        self,
+        history: Sequence[Turn],
+        tools: Sequence[ToolSpec] = (),
+        tool_choice: ToolChoice = "auto",
+    ) -> AsyncGenerator[ReplyPiece, None]:
+        """The reply to ``history`` (ending with the user's turn, or with the results of the
+        tools the agent called), piece by piece as it is decided; cancelling or closing the
+        iteration stops the work. A backend that can call ``tools`` ends a reply that calls
+        some with a piece carrying the calls (``ReplyPiece.tool_calls``); the runtime runs
+        them and asks again with their results. ``tool_choice: none`` forbids calls."""
         ...
 
     async def aclose(self) -> None:
@@ -110,13 +119,21 @@ class DecoderTurnGenerator:
         """Cache the context that the reply after ``history`` plus one more user turn will
         start with, so that reply prefills only the new turn (call while the user speaks)."""
         turns = self.options.history_turns - 1
-        context = self.prompt(history[-turns:] if turns else [])[:-1]
+        spoken = spoken_turns(history)
+        context = self.prompt(spoken[-turns:] if turns else [])[:-1]
         async with self._lock:
             await asyncio.to_thread(self._decoder.prefill, context)
 
-    async def stream(self, history: Sequence[Turn]) -> AsyncGenerator[ReplyPiece, None]:
+    async def stream(
+        self,
+        history: Sequence[Turn],
+        tools: Sequence[ToolSpec] = (),
+        tool_choice: ToolChoice = "auto",
+    ) -> AsyncGenerator[ReplyPiece, None]:
         """The reply to ``history`` (ending with the user's turn), piece by piece as the words
-        are committed; ``last_stats`` holds its final text once the stream ends."""
+        are committed; ``last_stats`` holds its final text once the stream ends. The local
+        models were not trained to call tools: ``tools`` are not offered to them, and they
+        read only the words of the history."""
         prompt = self.prompt(history)
         async with self._lock:
             stats = ReplyStats()

@@ -24,11 +24,14 @@ from cadence.pipeline.frames import (
     EndpointFrame,
     FinalTranscriptFrame,
     Frame,
+    HangUpFrame,
     PartialTranscriptFrame,
     PauseStartFrame,
     SpeechResumedFrame,
     SpeechStartFrame,
     TextPieceFrame,
+    ToolCallFrame,
+    ToolOutcome,
     TurnCommittedFrame,
     TurnWithdrawnFrame,
 )
@@ -108,6 +111,26 @@ class DTMFEvent:
 
 
 @dataclass(frozen=True)
+class ToolCallEvent:
+    """A tool call of reply ``reply_index`` ended: which tool, what became of it, how long it
+    ran (its arguments and result stay in the conversation, not in events)."""
+
+    reply_index: int
+    name: str
+    outcome: ToolOutcome
+    duration_ms: float
+
+
+@dataclass(frozen=True)
+class HangUpEvent:
+    """The agent ended the call (``reason``): its goodbye was heard. Every transport hangs up
+    on it; an embedding program ends its call here."""
+
+    reason: str
+    at_ms: float
+
+
+@dataclass(frozen=True)
 class TraceEvent:
     """A finished turn's latency trace."""
 
@@ -145,6 +168,8 @@ SessionEvent = (
     | BargeInEvent
     | ReplyPlayedEvent
     | DTMFEvent
+    | ToolCallEvent
+    | HangUpEvent
     | TraceEvent
     | ReplyAudioEvent
     | ClearAudioEvent
@@ -180,6 +205,12 @@ def frame_event(source: str, frame: Frame) -> SessionEvent | None:
             return TurnWithdrawnEvent(frame.reply_index)
         case BargeInFrame() if source == "turn":
             return BargeInEvent(frame.reply_index, frame.spoken_text)
+        case ToolCallFrame() if source == "turn":
+            return ToolCallEvent(
+                frame.reply_index, frame.name, frame.outcome, frame.ended_ms - frame.started_ms
+            )
+        case HangUpFrame() if source == "turn":
+            return HangUpEvent(frame.reason, frame.at_ms)
         case EndOfReplyFrame() if source == "playout":
             return ReplyPlayedEvent(frame.reply_index)
         case _:

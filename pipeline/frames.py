@@ -15,6 +15,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from itertools import count
+from typing import Literal
 
 import numpy as np
 
@@ -188,6 +189,33 @@ class SpeculationDiscardedFrame(DataFrame):
     reason: str
 
 
+ToolOutcome = Literal[
+    "ok", "error", "timeout", "invalid_arguments", "unknown_tool", "cancelled", "left_running"
+]
+"""What became of a tool call: ``ok`` (its result went back to the model); ``error`` (the tool
+raised); ``timeout`` (past ``tools.timeout_ms``); ``invalid_arguments`` (not JSON, or not what
+its parameters take); ``unknown_tool`` (the model named no tool it was offered); ``cancelled``
+(a barge-in, or the reply was dropped); ``left_running`` (a tool that cannot be cancelled,
+still running at a barge-in: it finishes in the background). All but ``ok`` give the model an
+error result."""
+
+
+@dataclass(frozen=True, kw_only=True, eq=False)
+class ToolCallFrame(DataFrame):
+    """A tool call of reply ``reply_index`` ended (``outcome``). Sizes, never values: the
+    arguments and the result may hold what a caller said."""
+
+    reply_index: int
+    name: str
+    round: int
+    """1 for the calls of the reply's first answer, 2 for those after their results, …"""
+    started_ms: float
+    ended_ms: float
+    outcome: ToolOutcome
+    argument_bytes: int
+    result_bytes: int
+
+
 # --- control ---------------------------------------------------------------------------------
 
 
@@ -278,6 +306,23 @@ class StopReplyFrame(ControlFrame):
     """The application asks the agent to stop speaking now: the reply is cut as by a barge-in,
     and the history keeps the words heard."""
 
+    at_ms: float
+
+
+@dataclass(frozen=True, kw_only=True, eq=False)
+class EndCallFrame(ControlFrame):
+    """End the call once the reply in progress has been heard (the ``end_call`` tool, or the
+    application's ``VoiceSession.end_call``)."""
+
+    reason: str
+    at_ms: float
+
+
+@dataclass(frozen=True, kw_only=True, eq=False)
+class HangUpFrame(ControlFrame):
+    """The agent ends the call now — its last words were heard; the transport hangs up."""
+
+    reason: str
     at_ms: float
 
 

@@ -23,6 +23,7 @@ from web_harness import wait_until, web_config
 
 from cadence.core.clock import MonotonicClock
 from cadence.llm import ReplyPiece, Turn, TurnGenerator, create_generator
+from cadence.llm.tools import ToolChoice, ToolSpec
 from cadence.pipeline.config import CadenceConfig, FaultsConfig, TracingConfig
 from cadence.pipeline.model_loading import load_stt, load_tts
 from cadence.pipeline.pipeline import StageFailedError
@@ -210,10 +211,15 @@ class FaultyGenerator:
     async def prefill(self, history: Sequence[Turn]) -> None:
         await self._real.prefill(history)
 
-    async def stream(self, history: Sequence[Turn]) -> AsyncGenerator[ReplyPiece, None]:
+    async def stream(
+        self,
+        history: Sequence[Turn],
+        tools: Sequence[ToolSpec] = (),
+        tool_choice: ToolChoice = "auto",
+    ) -> AsyncGenerator[ReplyPiece, None]:
         if self._fault.on:
             await self._fault.strike()
-        async for piece in self._real.stream(history):
+        async for piece in self._real.stream(history, tools, tool_choice):
             yield piece
 
     async def aclose(self) -> None:

@@ -16,6 +16,7 @@ import pytest
 from cadence.core.clock import VirtualClock
 from cadence.llm import Turn
 from cadence.llm.emission import ReplyPiece
+from cadence.llm.tools import ToolChoice, ToolSpec
 from cadence.pipeline.config import EndOfTurnConfig, TurnConfig
 from cadence.pipeline.end_of_turn import EndOfTurnDetector, end_of_turn_wait_ms
 from cadence.pipeline.frames import (
@@ -46,7 +47,12 @@ class CannedGenerator:
     async def prefill(self, history: Sequence[Turn]) -> None:
         return None
 
-    async def stream(self, history: Sequence[Turn]) -> AsyncGenerator[ReplyPiece, None]:
+    async def stream(
+        self,
+        history: Sequence[Turn],
+        tools: Sequence[ToolSpec] = (),
+        tool_choice: ToolChoice = "auto",
+    ) -> AsyncGenerator[ReplyPiece, None]:
         yield ReplyPiece(REPLY, self._clock.now_ms())
 
     async def aclose(self) -> None:

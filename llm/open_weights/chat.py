@@ -23,7 +23,7 @@ from collections.abc import Sequence
 
 from tokenizers import Tokenizer
 
-from cadence.llm.dialogue import Turn
+from cadence.llm.dialogue import Turn, spoken_turns
 from cadence.llm.open_weights.families import IM_END, IM_START, QWEN_CONTROL_IDS
 
 SYSTEM_PROMPT = (
@@ -72,8 +72,12 @@ class ChatFormat:
         self, history: Sequence[Turn], history_turns: int, max_context_tokens: int
     ) -> list[int]:
         """The system message, the last ``history_turns`` turns (the oldest dropped until
-        they fit ``max_context_tokens`` with the rest) and the start of the assistant's reply."""
-        turns = [self._message(ROLES[turn.speaker], turn.text) for turn in history[-history_turns:]]
+        they fit ``max_context_tokens`` with the rest) and the start of the assistant's reply.
+        Tools are not offered to these models: they read only what was said."""
+        turns = [
+            self._message(ROLES[turn.speaker], turn.text)
+            for turn in spoken_turns(history)[-history_turns:]
+        ]
         fixed = len(self._system) + len(self._reply_start)
         while turns and fixed + sum(map(len, turns)) > max_context_tokens:
             turns.pop(0)

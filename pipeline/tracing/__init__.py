@@ -27,7 +27,7 @@ from cadence.pipeline.tracing.sinks import (
     read_traces,
 )
 from cadence.pipeline.tracing.tracer import LatencyTracer, TraceError
-from cadence.pipeline.tracing.turn_trace import DiscardedWork, TurnTrace
+from cadence.pipeline.tracing.turn_trace import DiscardedWork, ToolCallRecord, TurnTrace
 
 __all__ = [
     "ALL_LATENCIES",
@@ -46,6 +46,7 @@ __all__ = [
     "OTelTraceSink",
     "TraceError",
     "TraceSink",
+    "ToolCallRecord",
     "TurnOutcome",
     "TurnTrace",
     "heard_at_ms",

@@ -9,7 +9,7 @@ from collections.abc import Sequence
 from cadence.core.clock import Clock
 from cadence.pipeline.tracing.anchors import AnchorEvent
 from cadence.pipeline.tracing.sinks import TraceSink
-from cadence.pipeline.tracing.turn_trace import Annotation, DiscardedWork, TurnTrace
+from cadence.pipeline.tracing.turn_trace import Annotation, DiscardedWork, ToolCallRecord, TurnTrace
 
 logger = logging.getLogger(__name__)
 
@@ -51,6 +51,10 @@ class LatencyTracer:
         self._open_turn().discarded.append(
             DiscardedWork(kind=kind, start_ms=start_ms, end_ms=end, reason=reason)
         )
+
+    def tool_call(self, record: ToolCallRecord) -> None:
+        """Record a tool call of the turn's reply."""
+        self._open_turn().tools.append(record)
 
     def annotate(self, key: str, value: Annotation) -> None:
         self._open_turn().annotations[key] = value

@@ -10,6 +10,7 @@ from typing import Final, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, computed_field
 
+from cadence.pipeline.frames import ToolOutcome
 from cadence.pipeline.tracing.anchors import ALL_LATENCIES, AnchorEvent
 
 SCHEMA_ID: Final = "cadence.turn/1"
@@ -29,6 +30,24 @@ class DiscardedWork(BaseModel):
     reason: str = Field(description="why it was thrown away")
 
 
+class ToolCallRecord(BaseModel):
+    """One tool call the reply made: its name, when it ran and what became of it, with the
+    sizes of its arguments and result — never their values, which may hold what the caller
+    said."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    name: str
+    round: int = Field(
+        ge=1, description="1: called by the reply's first answer; 2: after those results; …"
+    )
+    start_ms: float
+    end_ms: float
+    outcome: ToolOutcome
+    argument_bytes: int = Field(ge=0)
+    result_bytes: int = Field(ge=0)
+
+
 class TurnTrace(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
@@ -39,6 +58,9 @@ class TurnTrace(BaseModel):
         default_factory=dict, description="anchor event → session time in ms"
     )
     discarded: list[DiscardedWork] = Field(default_factory=list)
+    tools: list[ToolCallRecord] = Field(
+        default_factory=list, description="the tool calls of the reply, in the order they ended"
+    )
     annotations: dict[str, Annotation] = Field(
         default_factory=dict,
         description="free-form facts of the turn: transcript, reply, VAD estimate, ...",
