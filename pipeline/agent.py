@@ -12,14 +12,18 @@ sessions (calls) opened on them. The browser demo and the telephony endpoints ar
             ...
 
 The speech models (whisper, Piper) are shared by every session of the process; each session
-gets a turn generator of its own, since its cache holds that conversation.
+gets a turn generator of its own, since its cache holds that conversation. Tools
+(``cadence.pipeline.tools.tool``) belong to the agent; each session offers those its
+configuration (or overlay) enables, with the built-ins it names (docs/tools.md)::
+
+    agent = Agent(config, tools=[find_table, book_table])
 """
 
 from __future__ import annotations
 
 import asyncio
 import itertools
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 
 from cadence.core.clock import MonotonicClock
 from cadence.llm import create_generator
@@ -28,18 +32,22 @@ from cadence.pipeline.model_loading import load_stt, load_tts
 from cadence.pipeline.pipeline import FrameObserver
 from cadence.pipeline.session import VoiceSession
 from cadence.pipeline.stages.playout import AudioOutput
+from cadence.pipeline.tools import Tool, offered_tools
 from cadence.pipeline.tracing import TraceSink
 
 _session_numbers = itertools.count(1)
 
 
 class Agent:
-    def __init__(self, config: CadenceConfig | None = None) -> None:
+    def __init__(self, config: CadenceConfig | None = None, tools: Sequence[Tool] = ()) -> None:
         self.config = config or CadenceConfig()
+        self.tools = tuple(tools)
+        """The agent's own tools; a session offers those its configuration enables."""
 
     async def load(self) -> None:
-        """Load every model the configuration and its overlays name, off the event loop, so
-        that a missing or broken one fails here rather than in the first call."""
+        """Load every model the configuration and its overlays name, off the event loop, and
+        check the tools they enable, so that a missing or broken one fails here rather than in
+        the first call."""
         await asyncio.to_thread(self._load_all)
 
     async def open_session(
@@ -59,6 +67,7 @@ class Agent:
         clock = MonotonicClock()
         # Loading the generator's checkpoint takes a while: not on the event loop, where other
         # calls' audio is being paced.
+        tools = offered_tools(self.tools, config.tools)
         generator = await asyncio.to_thread(create_generator, config.models.llm, clock)
         session = VoiceSession(
             config,
@@ -67,6 +76,7 @@ class Agent:
             output_sample_rate=output_sample_rate,
             clock=clock,
             generator=generator,
+            tools=tools,
             trace_sinks=trace_sinks,
             observers=observers,
         )
@@ -76,6 +86,7 @@ class Agent:
     def _load_all(self) -> None:
         configs = [self.config, *map(self.config.with_overlay, self.config.overlays)]
         for config in configs:
+            offered_tools(self.tools, config.tools)
             load_stt(config.models.stt)
             load_tts(config.models.tts)
             create_generator(config.models.llm)  # sessions load their own; this checks it

@@ -8,6 +8,7 @@ never heard.
 
 from __future__ import annotations
 
+import asyncio
 from dataclasses import dataclass, field
 
 
@@ -15,7 +16,7 @@ from dataclasses import dataclass, field
 class _ReplyPlayback:
     phrases: list[tuple[str, float, float]] = field(default_factory=list)
     played_ms: float = 0.0
-    finished: bool = False
+    finished: asyncio.Event = field(default_factory=asyncio.Event)
 
 
 class PlaybackLedger:
@@ -30,13 +31,18 @@ class PlaybackLedger:
 
     def finish(self, reply_index: int) -> None:
         """All of the reply's audio went out."""
-        self._reply(reply_index).finished = True
+        self._reply(reply_index).finished.set()
 
     def played_ms(self, reply_index: int) -> float:
         return self._reply(reply_index).played_ms
 
     def finished(self, reply_index: int) -> bool:
-        return self._reply(reply_index).finished
+        return self._reply(reply_index).finished.is_set()
+
+    async def wait_finished(self, reply_index: int) -> None:
+        """Returns once all of the reply's audio went out (heard, where the output confirms
+        what was played)."""
+        await self._reply(reply_index).finished.wait()
 
     def heard_text(self, reply_index: int) -> str:
         """Whole phrases played, plus the share of the words of the phrase being played that

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import logging
 import re
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from types import TracebackType
 
 import numpy as np
@@ -25,7 +25,7 @@ from cadence.core.clock import Clock, MonotonicClock
 from cadence.llm import Turn, TurnGenerator, create_generator
 from cadence.pipeline.config import CadenceConfig
 from cadence.pipeline.events import EventAudioOutput, SessionEvents
-from cadence.pipeline.frames import AudioInFrame, DTMFFrame, StopReplyFrame
+from cadence.pipeline.frames import AudioInFrame, DTMFFrame, EndCallFrame, StopReplyFrame
 from cadence.pipeline.model_loading import load_end_of_turn, load_stt, load_tts
 from cadence.pipeline.pipeline import FrameObserver, Pipeline
 from cadence.pipeline.playback_ledger import PlaybackLedger
@@ -33,6 +33,7 @@ from cadence.pipeline.playout_gate import PlayoutGate
 from cadence.pipeline.stages import STTStage, TTSStage, VADStage
 from cadence.pipeline.stages.playout import AudioOutput, PlayoutStage
 from cadence.pipeline.stages.turn import TurnStage
+from cadence.pipeline.tools import Tool
 from cadence.pipeline.tracing import TraceSink, session_tracer
 from cadence.pipeline.tracing.turn_observer import TurnTraceObserver
 from cadence.voice.audio import PCM16, StreamResampler
@@ -62,12 +63,14 @@ class VoiceSession:
         output_sample_rate: int,
         clock: Clock | None = None,
         generator: TurnGenerator | None = None,
+        tools: Sequence[Tool] = (),
         trace_sinks: Iterable[TraceSink] = (),
         observers: Iterable[FrameObserver] = (),
     ) -> None:
         """``output`` plays the reply audio; without one it comes as ``ReplyAudioEvent``s.
-        ``trace_sinks`` get each finished turn trace besides the log ``config.tracing``
-        names; ``observers`` see every frame."""
+        ``tools`` are offered to the generator as they are (``Agent`` picks them by the
+        configuration's ``tools`` section). ``trace_sinks`` get each finished turn trace
+        besides the log ``config.tracing`` names; ``observers`` see every frame."""
         self.session_id = session_id
         self.config = config
         self.clock = clock or MonotonicClock()
@@ -87,6 +90,9 @@ class VoiceSession:
             end_of_turn=load_end_of_turn(config.turn.end_of_turn),
             gate=gate,
             faults=config.faults,
+            tools=tools,
+            tools_config=config.tools,
+            session_id=session_id,
         )
         stt = config.models.stt
         self.pipeline = Pipeline(
@@ -153,6 +159,11 @@ class VoiceSession:
         if not DTMF_DIGITS.fullmatch(digit):
             raise ValueError(f"a DTMF digit is one of 0-9 * # A-D, got {digit!r}")
         await self.pipeline.queue(DTMFFrame(digit=digit, at_ms=self.clock.now_ms()))
+
+    async def end_call(self, reason: str = "the application ended the call") -> None:
+        """Hang up once the caller has heard the reply in progress (at once if none is): a
+        ``HangUpEvent`` follows, and a transport's call ends on it."""
+        await self.pipeline.queue(EndCallFrame(reason=reason, at_ms=self.clock.now_ms()))
 
     async def interrupt(self) -> None:
         """Stop the agent's reply now, as if the caller had barged in: the rest of it is not

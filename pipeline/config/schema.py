@@ -177,6 +177,40 @@ class FaultsConfig(Options):
     (a remote service: unreachable, an HTTP error, a malformed or stalled stream)."""
 
 
+BuiltinTool = Literal["end_call", "read_keypad"]
+
+
+def _default_builtins() -> list[BuiltinTool]:
+    return ["end_call"]
+
+
+class ToolsConfig(Options):
+    """Tool calls: which of the agent's tools the model is offered, and how their calls run
+    (docs/tools.md). Only backends that call tools use them (`openai`); the embedded models
+    answer in words."""
+
+    enabled: list[str] | None = None
+    """Names of the agent's own tools (`Agent(tools=…)`) this configuration offers; null =
+    all of them. An overlay chooses its own."""
+    builtins: list[BuiltinTool] = Field(default_factory=_default_builtins)
+    """Tools Cadence brings: `end_call` (the agent hangs up after its goodbye is heard, on
+    every transport) and `read_keypad` (the digits the caller types, up to #)."""
+    timeout_ms: int = Field(5000, ge=1)
+    """A call still running this long gives the model an error result instead (a tool may
+    set its own limit)."""
+    max_rounds: int = Field(3, ge=1)
+    """Rounds of calls one reply may make (the model calls, gets the results, calls again…);
+    after the last, the model must answer in words."""
+    filler_after_ms: int = Field(700, ge=0)
+    """If the caller has heard nothing of the reply this long after their turn was committed
+    because a tool (or the model's answer to its result) is slow, `filler` is spoken, once
+    per turn."""
+    filler: str = "One moment."
+    """What the agent says while a slow tool keeps the caller waiting; "" = nothing."""
+    goodbye: str = "Goodbye."
+    """Said when the model ends the call without a goodbye of its own."""
+
+
 class BudgetConfig(Options):
     """Latency budget in milliseconds. Stage names match the derived latencies of a trace."""
 
@@ -329,6 +363,8 @@ class CadenceConfig(Options):
     """Latency budget."""
     faults: FaultsConfig = FaultsConfig()
     """Stage time limits and fallbacks."""
+    tools: ToolsConfig = ToolsConfig()
+    """Tool calls."""
     server: ServerConfig = ServerConfig()
     """HTTP server."""
     telephony: TelephonyConfig = TelephonyConfig()
@@ -337,9 +373,10 @@ class CadenceConfig(Options):
     """Latency traces."""
     overlays: dict[str, dict[str, Any]] = Field(default_factory=dict)
     """Named variations a session can be opened with — a persona: another voice, other
-    turn-taking, another checkpoint. Each is merged key by key over the sections `models`,
-    `vad`, `turn` and `budget`, e.g. `{brisk: {turn: {end_of_turn: {max_wait_ms: 800}}}}`. A Twilio
-    stream selects one with its `customParameters` key `overlay`."""
+    turn-taking, another checkpoint, other tools. Each is merged key by key over the sections
+    `models`, `vad`, `turn`, `budget`, `faults` and `tools`, e.g. `{brisk: {turn:
+    {end_of_turn: {max_wait_ms: 800}}}}`. A Twilio stream selects one with its
+    `customParameters` key `overlay`."""
 
     @model_validator(mode="after")
     def _check_overlays(self) -> CadenceConfig:
@@ -375,7 +412,7 @@ class CadenceConfig(Options):
             raise ValueError(f"overlay {name!r}: {problems}") from None
 
 
-OVERLAY_SECTIONS = ("models", "vad", "turn", "budget", "faults")
+OVERLAY_SECTIONS = ("models", "vad", "turn", "budget", "faults", "tools")
 """What an overlay may change: how a call sounds and behaves, never where the server listens
 or writes."""
 

@@ -21,6 +21,15 @@ The life of a turn here:
 A caller who asks the agent to wait ("hold on", "one moment, let me find my card") gets
 ``hold_reply`` instead of an answer, or nothing at all.
 
+A reply may call tools (docs/tools.md): the generator ends a round with the calls, they run
+(a read-only one at once, even for a reply generated ahead of the commit; one that acts only
+once the turn is committed), and the generator is asked again with their results, for up to
+``tools.max_rounds`` rounds. Words before a call are spoken at once; if the caller has heard
+nothing ``tools.filler_after_ms`` after the commit, ``tools.filler`` is. A barge-in cancels
+the calls in flight that can be cancelled and leaves the others to finish; the history keeps
+every call, its result (or that it was cancelled) and the words heard. A reply that called
+``end_call`` hangs up once it has been heard to its end.
+
 When a stage fails the caller still hears something (``faults``): a generator that raises,
 reports an error, or gives no text for ``llm_timeout_ms`` ends its reply there — with
 ``reply_fallback`` if none of it was spoken — and an utterance that could not be transcribed
@@ -30,27 +39,36 @@ is answered with ``transcript_fallback``. The reason goes into the turn's trace.
 from __future__ import annotations
 
 import asyncio
+import json
 import logging
+from collections.abc import Sequence
 from contextlib import aclosing
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from cadence.core.clock import Clock
 from cadence.llm import Turn, TurnGenerator
-from cadence.pipeline.config import FaultsConfig, TurnConfig
+from cadence.llm.dialogue import ToolCall
+from cadence.llm.tools import ToolChoice
+from cadence.pipeline.config import FaultsConfig, ToolsConfig, TurnConfig
 from cadence.pipeline.end_of_turn import EndOfTurnDetector
 from cadence.pipeline.frames import (
     BackchannelFrame,
     BargeInFrame,
+    DTMFFrame,
+    EndCallFrame,
     EndOfReplyFrame,
     EndpointFrame,
     FinalTranscriptFrame,
     Frame,
+    HangUpFrame,
     SpeculationDiscardedFrame,
     SpeculativeTranscriptFrame,
     SpeechResumedFrame,
     SpeechStartFrame,
     StopReplyFrame,
     TextPieceFrame,
+    ToolCallFrame,
+    ToolOutcome,
     TranscriptFailedFrame,
     TurnCommittedFrame,
     TurnWithdrawnFrame,
@@ -59,9 +77,29 @@ from cadence.pipeline.playback_ledger import PlaybackLedger
 from cadence.pipeline.playout_gate import PlayoutGate
 from cadence.pipeline.stage import Stage
 from cadence.pipeline.stages._time_limits import arriving_within
+from cadence.pipeline.tools import Keypad, Tool, ToolContext, ToolResult, ToolRunner
 from cadence.voice.turn.cues import is_backchannel, is_hold_request
 
 logger = logging.getLogger(__name__)
+
+
+@dataclass
+class _Round:
+    """One answer of the generator within a reply: its words, then the tools it called (if
+    any) and their results, by call id."""
+
+    text: str = ""
+    calls: tuple[ToolCall, ...] = ()
+    results: dict[str, str] = field(default_factory=dict)
+
+
+@dataclass
+class _InFlight:
+    """A tool call still running."""
+
+    call: ToolCall
+    round: int
+    started_ms: float
 
 
 @dataclass
@@ -74,14 +112,25 @@ class _ReplyAttempt:
     started_ms: float
     task: asyncio.Task[None] | None = None
     text: str = ""
+    """All the words of the reply, as spoken (every round's, and a filler)."""
+    rounds: list[_Round] = field(default_factory=list)
     error: str | None = None
     done: bool = False
     committed: bool = False
+    committed_event: asyncio.Event = field(default_factory=asyncio.Event)
+    committed_at_ms: float = 0.0
+    history_at: int | None = None
+    """Where the reply's user turn stands in the history, once committed."""
     in_history: bool = True
     """False for the request to repeat what could not be transcribed: nothing was said that
     the model should see."""
     end_of_turn_p: float | None = None
     wait_ms: float = 0.0
+    in_flight: dict[str, _InFlight] = field(default_factory=dict)
+    filler: asyncio.Task[None] | None = None
+    ends_call: str | None = None
+    """Why the call ends once this reply has been heard (``end_call``)."""
+    hang_up: asyncio.Task[None] | None = None
 
 
 @dataclass
@@ -104,8 +153,13 @@ class TurnStage(Stage):
         end_of_turn: EndOfTurnDetector,
         gate: PlayoutGate,
         faults: FaultsConfig | None = None,
+        tools: Sequence[Tool] = (),
+        tools_config: ToolsConfig | None = None,
+        session_id: str = "",
         name: str = "turn",
     ) -> None:
+        """``tools``: what the generator is offered (the agent's and the built-ins the
+        configuration enables)."""
         super().__init__(name=name)
         self._generator = generator
         self._clock = clock
@@ -114,6 +168,16 @@ class TurnStage(Stage):
         self._end_of_turn = end_of_turn
         self._gate = gate
         self._faults = faults or FaultsConfig()
+        self._tools_config = tools_config or ToolsConfig()
+        self._session_id = session_id
+        self._runner = ToolRunner(
+            tools,
+            timeout_ms=self._tools_config.timeout_ms,
+            clock=clock,
+            spawn=lambda work, name: self.spawn(work, name=name),
+        )
+        self.keypad = Keypad()
+        """The keys the caller pressed, for the tools."""
         self.history: list[Turn] = []
         """Completed turns, the agent's cut to what the caller heard."""
         self._pending_user_text = ""
@@ -155,6 +219,12 @@ class TurnStage(Stage):
             case StopReplyFrame():
                 await self.push(frame)
                 await self._stop_reply(frame.at_ms)
+            case DTMFFrame():
+                await self.push(frame)
+                self.keypad.press(frame.digit)
+            case EndCallFrame():
+                await self.push(frame)
+                await self._end_call(frame.reason)
             case TranscriptFailedFrame():
                 await self.push(frame)
                 if self._overheard is not None:  # a short sound over the reply: go on
@@ -213,8 +283,8 @@ class TurnStage(Stage):
         if new_utterance:
             self._pending_user_text = reply.user_text
         if reply.committed:  # the user turn is open again
-            if reply.in_history:
-                del self.history[-2 if reply.done else -1 :]
+            if reply.history_at is not None:
+                del self.history[reply.history_at :]
             await self.push(TurnWithdrawnFrame(reply_index=reply.reply_index))
 
     def _overhear(self, reply: _ReplyAttempt, at_ms: float) -> None:
@@ -300,10 +370,13 @@ class TurnStage(Stage):
         self._gate.open()  # for the next reply: what was paused is flushed
         heard = self._ledger.heard_text(reply.reply_index)
         self._ledger.forget(reply.reply_index)
-        if reply.in_history and reply.done:
-            self.history[-1] = Turn("agent", heard)
-        elif reply.in_history:
-            self.history.append(Turn("agent", heard))
+        await self._abandon_tools(reply, "the caller interrupted")
+        if reply.ends_call is not None:  # the caller spoke over the goodbye: the call goes on
+            reply.ends_call = None
+            self._answer_calls(reply, "end_call", {"status": "not ended: the caller spoke"})
+        if reply.history_at is not None:
+            del self.history[reply.history_at + 1 :]
+            self.history.extend(self._reply_turns(reply, heard))
         await self.push(BargeInFrame(reply_index=reply.reply_index, at_ms=at_ms, spoken_text=heard))
 
     async def _answer(self, user_text: str, transcript_at_ms: float) -> None:
@@ -321,11 +394,14 @@ class TurnStage(Stage):
         if reply is None or reply.committed:
             return
         reply.committed = True
+        reply.committed_at_ms = self._clock.now_ms()
+        reply.committed_event.set()
         if reply.in_history:
             self._pending_user_text = ""
+            reply.history_at = len(self.history)
             self.history.append(Turn("user", reply.user_text))
             if reply.done:
-                self.history.append(Turn("agent", reply.text))
+                self.history.extend(self._reply_turns(reply))
         await self.push(
             TurnCommittedFrame(
                 reply_index=reply.reply_index,
@@ -346,15 +422,33 @@ class TurnStage(Stage):
     # --- work -------------------------------------------------------------------------------
 
     async def _generate(self, reply: _ReplyAttempt, prompt: list[Turn]) -> None:
+        """Round after round: the generator's answer, then the tools it called, until it
+        answers in words alone (or ends the call, or reaches ``tools.max_rounds``)."""
         limit_ms = self._faults.llm_timeout_ms
+        conversation = list(prompt)
         try:
-            # Closed here, not left to the garbage collector, when a barge-in cancels this
-            # task while it waits on TTS: a remote backend's stream must not outlive the reply.
-            async with aclosing(self._generator.stream(prompt)) as pieces:
-                async for piece in arriving_within(pieces, limit_ms):
-                    reply.error = piece.error or reply.error
-                    if piece.text:
-                        await self._emit(reply, piece.text, piece.at_ms)
+            while True:
+                reply.rounds.append(round_ := _Round())
+                number = len(reply.rounds)
+                last = number > self._tools_config.max_rounds
+                calls = await self._answer_round(reply, conversation, limit_ms, last=last)
+                if not calls or reply.error is not None:
+                    break
+                if last:
+                    logger.warning(
+                        "%s: reply %d called tools past tools.max_rounds (%d); not run",
+                        self.name,
+                        reply.reply_index,
+                        self._tools_config.max_rounds,
+                    )
+                    break
+                round_.calls = calls
+                self._start_filler(reply)
+                conversation.append(Turn("agent", round_.text, tool_calls=calls))
+                results = await self._run_calls(reply, number, round_)
+                conversation += [Turn("tool", r.content, tool_call_id=r.call.id) for r in results]
+                if reply.ends_call is not None:
+                    break  # the goodbye is what was said with the call (or tools.goodbye)
         except Exception as exc:  # the generator failed, or went quiet past its limit
             reply.error = (
                 f"no reply text for {limit_ms:g} ms"
@@ -362,24 +456,194 @@ class TurnStage(Stage):
                 else f"the generator failed: {exc!r}"
             )
             logger.warning("%s: reply %d: %s", self.name, reply.reply_index, reply.error)
-        fallback = "" if reply.text.strip() else self._faults.reply_fallback
-        await self._finish(reply, fallback if reply.error is not None else "")
+        last_words = ""
+        if not reply.text.strip():
+            if reply.error is not None:
+                last_words = self._faults.reply_fallback
+            elif reply.ends_call is not None:
+                last_words = self._tools_config.goodbye
+        await self._finish(reply, last_words)
+
+    async def _answer_round(
+        self, reply: _ReplyAttempt, conversation: list[Turn], limit_ms: float, *, last: bool
+    ) -> tuple[ToolCall, ...]:
+        """Stream one answer of the generator into the reply; the tools it calls."""
+        calls: tuple[ToolCall, ...] = ()
+        choice: ToolChoice = "none" if last else "auto"
+        # Closed here, not left to the garbage collector, when a barge-in cancels this task
+        # while it waits on TTS: a remote backend's stream must not outlive the reply.
+        async with aclosing(
+            self._generator.stream(conversation, self._runner.specs, choice)
+        ) as pieces:
+            async for piece in arriving_within(pieces, limit_ms):
+                reply.error = piece.error or reply.error
+                if piece.text:
+                    await self._emit(reply, piece.text, piece.at_ms)
+                calls = piece.tool_calls or calls
+        return calls
+
+    async def _run_calls(
+        self, reply: _ReplyAttempt, number: int, round_: _Round
+    ) -> list[ToolResult]:
+        """Run the round's calls side by side; their results, in the order called."""
+        context = ToolContext(
+            self._session_id, reply.reply_index, self.keypad, lambda why: _end_after(reply, why)
+        )
+        return await asyncio.gather(
+            *(self._run_call(reply, number, round_, call, context) for call in round_.calls)
+        )
+
+    async def _run_call(
+        self,
+        reply: _ReplyAttempt,
+        number: int,
+        round_: _Round,
+        call: ToolCall,
+        context: ToolContext,
+    ) -> ToolResult:
+        tool = self._runner.get(call.name)
+        if tool is not None and not tool.read_only:
+            await reply.committed_event.wait()  # it acts: not for a reply that may be dropped
+        reply.in_flight[call.id] = _InFlight(call, number, self._clock.now_ms())
+        result = await self._runner.run(call, context, on_late_result=self._late_result)
+        del reply.in_flight[call.id]
+        round_.results[call.id] = result.content
+        await self._traced(reply, number, call, result.started_ms, result.outcome, result.content)
+        return result
+
+    async def _traced(
+        self,
+        reply: _ReplyAttempt,
+        number: int,
+        call: ToolCall,
+        started_ms: float,
+        outcome: ToolOutcome,
+        content: str,
+    ) -> None:
+        await self.push(
+            ToolCallFrame(
+                reply_index=reply.reply_index,
+                name=call.name,
+                round=number,
+                started_ms=started_ms,
+                ended_ms=self._clock.now_ms(),
+                outcome=outcome,
+                argument_bytes=len(call.arguments.encode()),
+                result_bytes=len(content.encode()),
+            )
+        )
+
+    async def _abandon_tools(self, reply: _ReplyAttempt, why: str) -> None:
+        """The reply was cut or dropped with calls in flight: those that could be cancelled
+        were (with the reply's task); the others run on, and their results replace what the
+        history says of them when they come (``_late_result``)."""
+        for flight in reply.in_flight.values():
+            tool = self._runner.get(flight.call.name)
+            left = tool is not None and not tool.cancellable
+            what = "it is still running" if left else "it was cancelled"
+            content = json.dumps({"error": f"{why}; {what}"})
+            reply.rounds[flight.round - 1].results[flight.call.id] = content
+            outcome: ToolOutcome = "left_running" if left else "cancelled"
+            await self._traced(reply, flight.round, flight.call, flight.started_ms, outcome, "")
+        reply.in_flight.clear()
+
+    def _late_result(self, result: ToolResult) -> None:
+        """A call left running at a barge-in finished: the history gets its real result."""
+        for index, turn in enumerate(self.history):
+            if turn.tool_call_id == result.call.id:
+                self.history[index] = Turn("tool", result.content, tool_call_id=result.call.id)
+        logger.info(
+            "%s: tool %s finished after the caller interrupted (%s)",
+            self.name,
+            result.call.name,
+            result.outcome,
+        )
+
+    @staticmethod
+    def _answer_calls(reply: _ReplyAttempt, name: str, result: dict[str, str]) -> None:
+        """Make ``result`` what the history says the reply's calls of ``name`` returned."""
+        for round_ in reply.rounds:
+            for call in round_.calls:
+                if call.name == name:
+                    round_.results[call.id] = json.dumps(result)
+
+    def _start_filler(self, reply: _ReplyAttempt) -> None:
+        if reply.filler is None and self._tools_config.filler and not reply.text.strip():
+            reply.filler = self.spawn(self._filler(reply), name=f"filler-{reply.reply_index}")
+
+    async def _filler(self, reply: _ReplyAttempt) -> None:
+        """``tools.filler``, if the caller has heard nothing of the reply
+        ``filler_after_ms`` after the commit (nothing of it was said yet, so nothing of it
+        can have been heard)."""
+        await reply.committed_event.wait()
+        await self._clock.sleep_until(reply.committed_at_ms + self._tools_config.filler_after_ms)
+        if not reply.text.strip() and not reply.done:
+            await self._emit(reply, self._tools_config.filler, self._clock.now_ms())
+
+    async def _end_call(self, reason: str) -> None:
+        """The application ends the call: once the reply being heard has been heard, or now."""
+        reply = self._reply
+        if reply is not None and reply.committed and not self._ledger.finished(reply.reply_index):
+            reply.ends_call = reason
+            if reply.done and reply.hang_up is None:
+                reply.hang_up = self.spawn(self._hang_up_when_heard(reply), name="hang-up")
+            return
+        await self.push(HangUpFrame(reason=reason, at_ms=self._clock.now_ms()))
+
+    async def _hang_up_when_heard(self, reply: _ReplyAttempt) -> None:
+        await reply.committed_event.wait()
+        await self._ledger.wait_finished(reply.reply_index)
+        reason = reply.ends_call or "the agent ended the call"
+        await self.push(HangUpFrame(reason=reason, at_ms=self._clock.now_ms()))
 
     async def _speak(self, reply: _ReplyAttempt, text: str) -> None:
         """A reply of fixed words."""
         await self._finish(reply, text)
 
     async def _emit(self, reply: _ReplyAttempt, text: str, at_ms: float) -> None:
-        reply.text += text
+        spoken = self._say(reply, text)
         if self._config.early_emission:
-            await self.push(TextPieceFrame(text=text, at_ms=at_ms, reply_index=reply.reply_index))
+            await self.push(TextPieceFrame(text=spoken, at_ms=at_ms, reply_index=reply.reply_index))
+
+    @staticmethod
+    def _say(reply: _ReplyAttempt, text: str) -> str:
+        """Add ``text`` to the reply's current round; it as spoken (a round's first words
+        are set apart from the last round's)."""
+        if not reply.rounds:
+            reply.rounds.append(_Round())
+        round_ = reply.rounds[-1]
+        apart = reply.text and not round_.text and not reply.text[-1].isspace()
+        spoken = " " + text if apart and not text[0].isspace() else text
+        round_.text += text
+        reply.text += spoken
+        return spoken
+
+    @staticmethod
+    def _reply_turns(reply: _ReplyAttempt, heard: str | None = None) -> list[Turn]:
+        """The reply as the history keeps it: each round's words (cut to the ``heard`` ones
+        after a barge-in), the tools it called and their results."""
+        turns: list[Turn] = []
+        words = heard.split() if heard is not None else None
+        for round_ in reply.rounds:
+            text = round_.text.strip()
+            if words is not None:
+                count = len(text.split())
+                text, words = " ".join(words[:count]), words[count:]
+            if text or round_.calls:
+                turns.append(Turn("agent", text, tool_calls=round_.calls))
+            cancelled = json.dumps({"error": "the reply was cut before the call ran"})
+            turns += [
+                Turn("tool", round_.results.get(call.id, cancelled), tool_call_id=call.id)
+                for call in round_.calls
+            ]
+        return turns or [Turn("agent", "")]
 
     async def _finish(self, reply: _ReplyAttempt, last_words: str) -> None:
         """End ``reply`` with ``last_words`` (none, a fallback, or all of a fixed reply); a
         failure's reason goes to the trace with the last piece."""
-        reply.text += last_words
+        spoken = self._say(reply, last_words) if last_words else ""
         # Without early emission the whole reply goes now; with it, what is left.
-        text = last_words if self._config.early_emission else reply.text
+        text = spoken if self._config.early_emission else reply.text
         if text or (reply.error is not None and self._config.early_emission):
             await self.push(
                 TextPieceFrame(
@@ -390,15 +654,20 @@ class TurnStage(Stage):
                 )
             )
         reply.done = True
+        if reply.filler is not None:
+            reply.filler.cancel()
         if reply.committed and reply.in_history:
-            self.history.append(Turn("agent", reply.text))
+            self.history.extend(self._reply_turns(reply))
         await self.push(EndOfReplyFrame(reply_index=reply.reply_index))
+        if reply.ends_call is not None:
+            reply.hang_up = self.spawn(self._hang_up_when_heard(reply), name="hang-up")
 
     async def _drop(self, reply: _ReplyAttempt, *, reason: str) -> None:
         """Throw a reply away unheard; it is traced as discarded work."""
         self._reply = None
         await self._stop(reply, reason=reason)
         self._ledger.forget(reply.reply_index)
+        await self._abandon_tools(reply, "the reply was dropped")
         await self.push(
             SpeculationDiscardedFrame(
                 kind="llm_generation",
@@ -409,9 +678,10 @@ class TurnStage(Stage):
         )
 
     async def _stop(self, reply: _ReplyAttempt, *, reason: str) -> None:
-        if reply.task is not None and not reply.task.done():
-            reply.task.cancel()
-            await asyncio.gather(reply.task, return_exceptions=True)
+        tasks = [task for task in (reply.task, reply.filler, reply.hang_up) if task is not None]
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
         await self.interrupt(reason)
 
     async def on_close(self) -> None:
@@ -431,3 +701,8 @@ class TurnStage(Stage):
 
     def _joined(self, text: str) -> str:
         return " ".join(part for part in (self._pending_user_text, text.strip()) if part)
+
+
+def _end_after(reply: _ReplyAttempt, reason: str) -> None:
+    """``end_call``: the call ends once this reply has been heard."""
+    reply.ends_call = reason

@@ -1,0 +1,32 @@
+"""Which tools a session offers its model: the agent's own that the configuration enables
+(``tools.enabled``), and the built-ins it names (``tools.builtins``)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from cadence.pipeline.config import ToolsConfig
+from cadence.pipeline.tools.builtins import BUILTIN_TOOLS
+from cadence.pipeline.tools.tool import Tool
+
+
+class ToolSelectionError(ValueError):
+    """The configuration names a tool the agent does not have, or two tools share a name."""
+
+
+def offered_tools(own: Sequence[Tool], config: ToolsConfig) -> list[Tool]:
+    """The tools of a session under ``config`` (a configuration or one of its overlays)."""
+    by_name: dict[str, Tool] = {}
+    for tool in own:
+        if tool.name in by_name or tool.name in BUILTIN_TOOLS:
+            raise ToolSelectionError(f"two tools are named {tool.name!r}")
+        by_name[tool.name] = tool
+    enabled = list(by_name) if config.enabled is None else config.enabled
+    unknown = [name for name in enabled if name not in by_name]
+    if unknown:
+        have = ", ".join(by_name) or "none"
+        raise ToolSelectionError(
+            f"tools.enabled: the agent has no tool named {', '.join(map(repr, unknown))} "
+            f"(its tools: {have})"
+        )
+    return [by_name[name] for name in enabled] + [BUILTIN_TOOLS[name] for name in config.builtins]
