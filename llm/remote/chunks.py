@@ -1,6 +1,7 @@
 """The events of a streamed chat completion: each one's ``data`` is a JSON chunk whose
-``choices[0].delta.content`` continues the reply, ``[DONE]`` ends it, and a service may send
-an ``error`` object instead of a chunk."""
+``choices[0].delta`` continues the reply — its ``content`` with words, its ``tool_calls`` with
+fragments of the calls — ``[DONE]`` ends it, and a service may send an ``error`` object instead
+of a chunk."""
 
 from __future__ import annotations
 
@@ -17,13 +18,30 @@ class _Part(BaseModel):
     model_config = ConfigDict(extra="ignore")
 
 
-class _Delta(_Part):
+class FunctionDelta(_Part):
+    name: str | None = None
+    """Normally whole, in a call's first delta only."""
+    arguments: str | None = None
+    """The next fragment of the arguments' JSON text."""
+
+
+class ToolCallDelta(_Part):
+    """A fragment of one tool call: the deltas of a call share its ``index``, and the first
+    normally carries its ``id`` and name."""
+
+    index: int = 0
+    id: str | None = None
+    function: FunctionDelta | None = None
+
+
+class Delta(_Part):
     content: str | None = None
+    tool_calls: list[ToolCallDelta] | None = None
 
 
 class _Choice(_Part):
     index: int = 0
-    delta: _Delta = _Delta()
+    delta: Delta = Delta()
 
 
 class _Error(_Part):
@@ -35,14 +53,14 @@ class _Chunk(_Part):
     error: _Error | None = None
 
 
-def chunk_text(data: str) -> str:
-    """The reply text one event adds (``""`` for a chunk without any, such as the role or the
-    finish reason); ``ServiceError`` for an error event, pydantic's ``ValidationError`` for
-    anything that is not a chunk."""
+def chunk_delta(data: str) -> Delta:
+    """What one event adds to the reply (an empty delta for a chunk without anything, such as
+    the role or the finish reason); ``ServiceError`` for an error event, pydantic's
+    ``ValidationError`` for anything that is not a chunk."""
     chunk = _Chunk.model_validate_json(data)
     if chunk.error is not None:
         raise ServiceError(f"the service reported an error in the stream: {chunk.error.message}")
-    return "".join(choice.delta.content or "" for choice in chunk.choices if choice.index == 0)
+    return next((choice.delta for choice in chunk.choices if choice.index == 0), Delta())
 
 
 def error_message(body: bytes) -> str:

@@ -4,6 +4,7 @@ service, streamed — what ``models.llm.backend: openai`` runs."""
 from __future__ import annotations
 
 import asyncio
+import itertools
 import logging
 import os
 from collections.abc import AsyncGenerator, Sequence
@@ -16,12 +17,14 @@ from cadence.llm.checkpoint import CheckpointError
 from cadence.llm.dialogue import Turn
 from cadence.llm.emission import ReplyPiece
 from cadence.llm.options import OpenAIOptions
-from cadence.llm.remote.chunks import DONE, ServiceError, chunk_text, error_message
+from cadence.llm.remote.chunks import DONE, Delta, ServiceError, chunk_delta, error_message
 from cadence.llm.remote.deadlines import ReplyDeadlines
 from cadence.llm.remote.failures import describe_failure
-from cadence.llm.remote.messages import chat_messages
+from cadence.llm.remote.messages import chat_messages, offered_tools
 from cadence.llm.remote.sse import EventStreamDecoder
+from cadence.llm.remote.tool_calls import ToolCallAssembler, ToolCallError
 from cadence.llm.remote.words import WordBuffer
+from cadence.llm.tools import ToolChoice, ToolSpec
 
 logger = logging.getLogger(__name__)
 
@@ -50,6 +53,9 @@ def create_openai_generator(
 
 class OpenAITurnGenerator:
     """Streams each reply from the service and hands it on at word boundaries.
+
+    A reply that calls tools ends with a piece carrying the calls, after its words (if any):
+    the service streams each call in fragments, and only the whole call can be run.
 
     No failure of the service ends the call: a reply that cannot begin (no connection, an HTTP
     error, a malformed or empty stream, no words within ``first_piece_timeout_ms``) or that
@@ -81,6 +87,8 @@ class OpenAITurnGenerator:
         self._model = model
         self._api_key = api_key
         self._clock = clock
+        self._made_up_ids = (f"call_{n}" for n in itertools.count(1))
+        """Ids for the calls a service streams without one, unique in the session."""
         self._client = httpx2.AsyncClient(
             base_url=base_url.rstrip("/") + "/",
             headers={"Authorization": f"Bearer {api_key}", "Accept": "text/event-stream"},
@@ -92,51 +100,65 @@ class OpenAITurnGenerator:
     async def prefill(self, history: Sequence[Turn]) -> None:
         """Nothing to prepare: the service keeps no state between requests."""
 
-    async def stream(self, history: Sequence[Turn]) -> AsyncGenerator[ReplyPiece, None]:
-        """The reply to ``history`` (ending with the user's turn), piece by piece as its words
-        arrive. Closing or cancelling the iteration closes the HTTP stream at once."""
+    async def stream(
+        self,
+        history: Sequence[Turn],
+        tools: Sequence[ToolSpec] = (),
+        tool_choice: ToolChoice = "auto",
+    ) -> AsyncGenerator[ReplyPiece, None]:
+        """The reply to ``history`` (ending with the user's turn, or with the results of the
+        agent's calls), piece by piece as its words arrive, then the calls of ``tools`` it
+        makes, if any. Closing or cancelling the iteration closes the HTTP stream at once."""
         loop = asyncio.get_running_loop()
         deadlines = ReplyDeadlines(self._settings, loop.time())
         words = WordBuffer()
+        calls = ToolCallAssembler()
         failure: str | None = None
-        async with aclosing(self._texts(history)) as texts:
+        async with aclosing(self._deltas(history, tools, tool_choice)) as deltas:
             while True:
                 try:
                     async with asyncio.timeout_at(deadlines.next_s()):
-                        text = await anext(texts, None)
+                        delta = await anext(deltas, None)
                 except TimeoutError:
                     failure = deadlines.missed()
                     break
                 except Exception as exc:  # whatever the service does, the call goes on
                     failure = describe_failure(exc, self._api_key)
                     break
-                if text is None:
+                if delta is None:
                     break
                 deadlines.chunk_arrived(loop.time())
-                if (piece := words.feed(text)) is not None:
+                if delta.tool_calls:
+                    calls.feed(delta.tool_calls)
+                    deadlines.calling = True
+                if (piece := words.feed(delta.content or "")) is not None:
                     deadlines.spoken = True
                     yield ReplyPiece(piece, self._clock.now_ms())
-        if failure is None and (rest := words.flush()) is not None:
-            deadlines.spoken = True
-            yield ReplyPiece(rest, self._clock.now_ms())
-        if failure is None and not deadlines.spoken:
-            failure = "the service sent no text"
         if failure is not None:
             yield self._failed(failure, spoken=deadlines.spoken)
+            return
+        if (rest := words.flush()) is not None:
+            deadlines.spoken = True
+            yield ReplyPiece(rest, self._clock.now_ms())
+        if (last := self._last_piece(calls, spoken=deadlines.spoken)) is not None:
+            yield last
 
     async def aclose(self) -> None:
         """Close the pooled connection (the session is over)."""
         await self._client.aclose()
 
-    async def _texts(self, history: Sequence[Turn]) -> AsyncGenerator[str, None]:
-        """The reply's text event by event as the service streams it (``""`` for an event
-        with no text, such as the role or the finish reason). After ``[DONE]`` the rest of the
+    async def _deltas(
+        self, history: Sequence[Turn], tools: Sequence[ToolSpec], tool_choice: ToolChoice
+    ) -> AsyncGenerator[Delta, None]:
+        """The reply event by event as the service streams it (an empty delta for an event
+        with nothing, such as the role or the finish reason). After ``[DONE]`` the rest of the
         body is read, so that the connection can serve the next turn."""
         body = {
             "model": self._model,
             "messages": chat_messages(self._settings.system_prompt, history),
             "max_tokens": self._settings.max_tokens,
             "stream": True,
+            **offered_tools(tools, tool_choice),
             **self._settings.extra_body,
         }
         async with self._client.stream("POST", "chat/completions", json=body) as response:
@@ -151,10 +173,24 @@ class OpenAITurnGenerator:
                             async for _ in parts:  # the end of the body, normally at hand
                                 pass
                             return
-                        yield chunk_text(data)
+                        yield chunk_delta(data)
             for data in events.finish():
                 if data != DONE:
-                    yield chunk_text(data)
+                    yield chunk_delta(data)
+
+    def _last_piece(self, calls: ToolCallAssembler, *, spoken: bool) -> ReplyPiece | None:
+        """What ends a reply the service finished: the piece with its calls; a failure if a
+        call cannot be run, or if there was neither a word nor a call; nothing after words
+        alone."""
+        try:
+            tool_calls = calls.finish(self._made_up_ids)
+        except ToolCallError as exc:
+            return self._failed(str(exc), spoken=spoken)
+        if tool_calls:
+            return ReplyPiece("", self._clock.now_ms(), tool_calls=tool_calls)
+        if not spoken:
+            return self._failed("the service sent no text", spoken=False)
+        return None
 
     def _failed(self, failure: str, *, spoken: bool) -> ReplyPiece:
         """The empty piece that ends a failed reply with its reason (a word held back may be

@@ -15,7 +15,7 @@ import contextlib
 import json
 from dataclasses import dataclass, field
 from types import TracebackType
-from typing import Any, Literal
+from typing import Any, ClassVar, Literal
 
 
 @dataclass(frozen=True)
@@ -29,6 +29,58 @@ class Stream:
     first_delay_s: float = 0.0
     gap_s: float = 0.0
     end: Literal["done", "hang", "drop"] = "done"
+    finish_reason: ClassVar[str] = "stop"
+
+    def deltas(self) -> list[dict[str, Any]]:
+        """The deltas of the chunks after the role's, in order."""
+        return [{"content": piece} for piece in self.pieces]
+
+
+@dataclass(frozen=True)
+class StreamedCall:
+    """One call of a ``ToolCalls`` reply. ``None`` leaves the id, or the name, out of the
+    stream (some servers send no id; a malformed stream no name)."""
+
+    id: str | None
+    name: str | None
+    arguments: str
+
+    def deltas(self, index: int, fragment_chars: int) -> list[dict[str, Any]]:
+        """As OpenAI streams a call: its index, id, type and name with empty arguments, then
+        the arguments in fragments, each delta naming only the index."""
+        first: dict[str, Any] = {"index": index, "type": "function", "function": {}}
+        if self.id is not None:
+            first["id"] = self.id
+        if self.name is not None:
+            first["function"]["name"] = self.name
+        first["function"]["arguments"] = ""
+        fragments = [
+            self.arguments[start : start + fragment_chars]
+            for start in range(0, len(self.arguments), fragment_chars)
+        ]
+        rest = [{"index": index, "function": {"arguments": part}} for part in fragments]
+        return [{"tool_calls": [delta]} for delta in [first, *rest]]
+
+
+@dataclass(frozen=True, kw_only=True)
+class ToolCalls(Stream):
+    """A 200 event stream of a reply that calls tools: ``pieces`` of text first (if any), then
+    each of ``calls`` in turn, its arguments ``fragment_chars`` at a time, one delta a chunk;
+    the final chunk's ``finish_reason`` is ``tool_calls``. Timing and ``end`` as ``Stream``'s;
+    ``pieces`` too is named, as every field here."""
+
+    pieces: tuple[str, ...] = ()
+    calls: tuple[StreamedCall, ...]
+    fragment_chars: int = 4
+    finish_reason: ClassVar[str] = "tool_calls"
+
+    def deltas(self) -> list[dict[str, Any]]:
+        calls = [
+            delta
+            for index, call in enumerate(self.calls)
+            for delta in call.deltas(index, self.fragment_chars)
+        ]
+        return [*super().deltas(), *calls]
 
 
 @dataclass(frozen=True)
@@ -51,7 +103,7 @@ class Silent:
     """Takes the request and never answers (a service that hangs)."""
 
 
-Behaviour = Stream | Status | RawEvents | Silent
+Behaviour = Stream | ToolCalls | Status | RawEvents | Silent
 
 
 @dataclass(frozen=True)
@@ -145,7 +197,7 @@ class FakeOpenAI:
                 writer.write(_head(200, "text/event-stream") + _chunk(raw) + b"0\r\n\r\n")
                 await writer.drain()
                 return True
-            case Stream():
+            case Stream():  # a ToolCalls too
                 return await self._stream(request, behaviour, reader, writer)
             case Silent():
                 await self._wait(reader, None)
@@ -161,14 +213,14 @@ class FakeOpenAI:
         model = str(request.body.get("model", ""))
         writer.write(_head(200, "text/event-stream") + _chunk(_event(model, {"role": "assistant"})))
         await writer.drain()
-        for index, piece in enumerate(stream.pieces):
+        for index, delta in enumerate(stream.deltas()):
             if not await self._wait(reader, stream.gap_s if index else stream.first_delay_s):
                 return False
-            writer.write(_chunk(_event(model, {"content": piece})))
+            writer.write(_chunk(_event(model, delta)))
             await writer.drain()
         match stream.end:
             case "done":
-                writer.write(_chunk(_event(model, {}, finish="stop")))
+                writer.write(_chunk(_event(model, {}, finish=stream.finish_reason)))
                 writer.write(_chunk(b"data: [DONE]\n\n") + b"0\r\n\r\n")
                 await writer.drain()
                 return True
@@ -221,7 +273,7 @@ def _chunk(data: bytes) -> bytes:
     return f"{len(data):x}\r\n".encode() + data + b"\r\n"
 
 
-def _event(model: str, delta: dict[str, str], finish: str | None = None) -> bytes:
+def _event(model: str, delta: dict[str, Any], finish: str | None = None) -> bytes:
     chunk = {
         "id": "chatcmpl-fake",
         "object": "chat.completion.chunk",
