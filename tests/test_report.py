@@ -1,5 +1,6 @@
 """Latency budget reports: exact figures from synthetic traces, the summary schema, the plots,
-variants side by side, and `cadence report` reproducing a bench's summary from its traces."""
+variants side by side, tool calls, and `cadence report` reproducing a bench's summary from its
+traces."""
 
 from __future__ import annotations
 
@@ -15,11 +16,13 @@ from typer.testing import CliRunner
 
 from cadence.core.clock import VirtualClock
 from cadence.pipeline.config import BudgetConfig
+from cadence.pipeline.frames import ToolOutcome
 from cadence.pipeline.tracing import (
     AnchorEvent,
     DiscardedWork,
     JSONLTraceSink,
     LatencyTracer,
+    ToolCallRecord,
     TurnOutcome,
     TurnTrace,
 )
@@ -49,6 +52,7 @@ def make_turn(
     session: str = "s",
     annotations: dict[str, Annotation] | None = None,
     discarded: list[DiscardedWork] | None = None,
+    tools: list[ToolCallRecord] | None = None,
     missing: tuple[AnchorEvent, ...] = (),
 ) -> TurnTrace:
     """A turn whose speech ends at 1000 ms, with endpoint 200, TTS 40 and transport 10 ms."""
@@ -62,6 +66,7 @@ def make_turn(
         turn=index,
         events={event: at for event, at in times.items() if event not in missing},
         discarded=discarded or [],
+        tools=tools or [],
         annotations=annotations or {},
     )
 
@@ -153,9 +158,10 @@ def test_summary_json_matches_its_schema(tmp_path: Path) -> None:
     summary = report(tmp_path, five_turns())
     raw = json.loads((tmp_path / SUMMARY_FILE).read_text())
     assert ReportSummary.model_validate(raw) == summary
-    assert raw["schema"] == "cadence.report/2"
+    assert raw["schema"] == "cadence.report/3"
     for key in ("turns", "concurrency", "voice_to_voice_ms", "stages_ms", "budget_ms",
-                "within_budget_fraction", "wer", "speculation", "config", "machine"):  # fmt: skip
+                "within_budget_fraction", "wer", "speculation", "tools", "config",
+                "machine"):  # fmt: skip
         assert key in raw
     assert set(raw["voice_to_voice_ms"]) >= {"p50", "p95", "p99", "max"}
     assert list(raw["stages_ms"]) == [
@@ -386,3 +392,64 @@ def test_a_report_of_turns_the_caller_measured_ends_at_what_it_heard(tmp_path: P
     page = (tmp_path / "report.md").read_text()
     assert "the first reply sound the caller heard (`audio_heard_first`" in page
     assert "then playback to the caller's ear: p50 80, p95 116 ms" in page
+
+
+def call(
+    name: str, start: float, end: float, outcome: ToolOutcome = "ok", round: int = 1
+) -> ToolCallRecord:
+    return ToolCallRecord(
+        name=name, round=round, start_ms=start, end_ms=end, outcome=outcome,
+        argument_bytes=20, result_bytes=80,
+    )  # fmt: skip
+
+
+def test_tool_calls_are_reported_over_the_turns_that_made_them(tmp_path: Path) -> None:
+    # Speech ends at 1000 and every answered turn is heard at 1450 (``make_turn``).
+    turns = [
+        make_turn(0),
+        make_turn(1, tools=[call("weather", 1250, 1350)]),  # 100 ms
+        # Two calls of one round at once, 1250 → 1450: 200 ms, not the 300 they sum to.
+        make_turn(2, tools=[call("weather", 1250, 1450), call("clock", 1300, 1400, "timeout")]),
+        # Two rounds one after the other, 1250 → 1550: 300 ms, the gap between them included.
+        make_turn(3, tools=[call("find", 1250, 1300), call("book", 1320, 1550, "error", round=2)]),
+        # Never heard: its 400 ms of tools count, but it has no voice-to-voice to share.
+        make_turn(
+            4,
+            tools=[call("find", 1250, 1650, "cancelled")],
+            missing=(A.TTS_FIRST_AUDIO, A.AUDIO_OUT_FIRST),
+        ),
+    ]
+    summary = report(tmp_path, turns)
+    tools = summary.tools
+    assert tools.turns == 4
+    assert tools.calls == {
+        "ok": 3, "error": 1, "timeout": 1, "invalid_arguments": 0, "unknown_tool": 0,
+        "cancelled": 1, "left_running": 0,
+    }  # fmt: skip
+    assert (tools.time_ms.count, tools.time_ms.p50, tools.time_ms.max) == (4, 250.0, 400.0)
+    assert tools.time_ms.p95 == pytest.approx(300.0 + 0.85 * 100.0)  # between 300 and 400
+    share = tools.voice_to_voice_share
+    assert share.count == 3  # of 100, 200 and 300 ms, each against 450 ms
+    assert share.p50 == pytest.approx(200 / 450)
+    assert share.p95 == pytest.approx((200 + 0.9 * 100) / 450)
+    # The turns without tools are reported as before.
+    assert summary.voice_to_voice_ms.count == 4
+    assert summary.outcomes[TurnOutcome.UNANSWERED] == 1
+
+    page = (tmp_path / REPORT_FILE).read_text()
+    section = page[page.index("## Tools") :]
+    assert page.index("## Where the milliseconds go") < page.index("## Tools")
+    assert "4 of 5 turns called tools, 6 calls in all." in section
+    assert "| timeout | 1 |" in section
+    assert "| **all** | **6** |" in section
+    assert "p50 250, p95 385 ms over 4 turns." in section
+    assert "p50 44%, p95 64% over the 3 of them answered after the end of speech." in section
+
+
+def test_a_report_without_tool_calls_says_so(tmp_path: Path) -> None:
+    summary = report(tmp_path, five_turns())
+    assert summary.tools.turns == 0
+    assert set(summary.tools.calls.values()) == {0}
+    assert (summary.tools.time_ms.count, summary.tools.time_ms.p50) == (0, None)
+    page = (tmp_path / REPORT_FILE).read_text()
+    assert "## Tools\n\nNo tool calls: none of the 5 turns called a tool." in page

@@ -1,4 +1,5 @@
-"""The latency tracer: derived latencies, the JSON-lines log and OpenTelemetry spans."""
+"""The latency tracer: derived latencies, the JSON-lines log, OpenTelemetry spans, and the
+observer that reads a session's frames into turns (tool calls here)."""
 
 from __future__ import annotations
 
@@ -13,21 +14,32 @@ from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTrace
 from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+from opentelemetry.trace import StatusCode
 
 from cadence.core.clock import VirtualClock
 from cadence.pipeline.config import TracingConfig
+from cadence.pipeline.frames import (
+    BargeInFrame,
+    ToolCallFrame,
+    ToolOutcome,
+    TurnCommittedFrame,
+)
 from cadence.pipeline.tracing import (
     STAGE_LATENCIES,
     AnchorEvent,
+    DiscardedWork,
     JSONLTraceSink,
     LatencyTracer,
+    MemoryTraceSink,
     OTelTraceSink,
+    ToolCallRecord,
     TraceError,
     TurnTrace,
     otlp_tracer_provider,
     read_traces,
     session_tracer,
 )
+from cadence.pipeline.tracing.turn_observer import TurnTraceObserver
 
 A = AnchorEvent
 
@@ -170,6 +182,111 @@ async def test_otel_spans_nest_session_turn_stage_and_mark_discarded_work() -> N
     assert discarded.attributes["cadence.discarded"] is True
     assert discarded.attributes["cadence.reason"] == "speech resumed"
     assert [e.name for e in turn.events][:2] == ["user_speech_start", "user_speech_end"]
+
+
+def tool_call(
+    reply: int, name: str, start: float, end: float, outcome: ToolOutcome, round: int = 1
+) -> ToolCallFrame:
+    return ToolCallFrame(
+        reply_index=reply,
+        name=name,
+        round=round,
+        started_ms=start,
+        ended_ms=end,
+        outcome=outcome,
+        argument_bytes=24,
+        result_bytes=0 if outcome == "cancelled" else 96,
+    )
+
+
+def test_tool_calls_go_into_the_turn_their_reply_answers() -> None:
+    sink, clock = MemoryTraceSink(), VirtualClock()
+    observer = TurnTraceObserver(LatencyTracer("s1", clock, sinks=[sink]), clock)
+    # Reply 0 answered a transcript that changed: its call was cancelled with it.
+    observer.on_frame("turn", tool_call(0, "find_table", 1100, 1250, "cancelled"))
+    # Reply 1, generated before the commit, called a tool then; its second round ran after.
+    observer.on_frame("turn", tool_call(1, "find_table", 1300, 1400, "ok"))
+    observer.on_frame(
+        "turn",
+        TurnCommittedFrame(
+            reply_index=1, at_ms=1450, user_text="a table", speech_end_ms=1250,
+            transcript_at_ms=1280,
+        ),
+    )  # fmt: skip
+    observer.on_frame("turn", tool_call(1, "book_table", 1500, 1700, "timeout", round=2))
+    observer.on_frame("turn", BargeInFrame(reply_index=1, at_ms=1800, spoken_text="one moment"))
+    # Its turn is closed: a call left running that ends now belongs to no turn.
+    observer.on_frame("turn", tool_call(1, "book_table", 1750, 1900, "left_running", round=2))
+    # Reply 2 never got its commit before the call ended.
+    observer.on_frame("turn", tool_call(2, "find_table", 2000, 2100, "cancelled"))
+    observer.close()
+
+    answered, never = sink.turns
+    assert answered.tools == [
+        ToolCallRecord(
+            name="find_table", round=1, start_ms=1300, end_ms=1400, outcome="ok",
+            argument_bytes=24, result_bytes=96,
+        ),
+        ToolCallRecord(
+            name="book_table", round=2, start_ms=1500, end_ms=1700, outcome="timeout",
+            argument_bytes=24, result_bytes=96,
+        ),
+    ]  # fmt: skip
+    assert answered.discarded == [
+        DiscardedWork(
+            kind="tool_call", start_ms=1100, end_ms=1250,
+            reason="reply 0 dropped (find_table: cancelled)",
+        )
+    ]  # fmt: skip
+    assert (never.tools, [work.kind for work in never.discarded]) == ([], ["tool_call"])
+    assert never.discarded[0].reason.startswith("reply 2 dropped")
+
+
+async def test_otel_exports_each_tool_call_as_a_span_of_its_turn() -> None:
+    exporter = InMemorySpanExporter()
+    provider = TracerProvider()
+    provider.add_span_processor(SimpleSpanProcessor(exporter))
+    clock = VirtualClock()
+    tracer = LatencyTracer(
+        "s1", clock, sinks=[OTelTraceSink(provider.get_tracer("t"), "s1", clock)]
+    )
+    await scripted_turn(tracer, clock)  # events from 1000 to 3320 ms
+    calls = [("find_table", 3210.0, 3230.0, "ok"), ("book_table", 3250.0, 3400.0, "timeout")]
+    for name, start, end, outcome in calls:
+        tracer.tool_call(
+            ToolCallRecord(
+                name=name, round=1, start_ms=start, end_ms=end, outcome=outcome,
+                argument_bytes=31, result_bytes=7,
+            )
+        )  # fmt: skip
+    tracer.close()
+
+    spans = exporter.get_finished_spans()
+    turn = next(span for span in spans if span.name == "turn")
+    tools = [span for span in spans if span.name == "tool_call"]
+    assert len(tools) == 2
+    for span in tools:
+        assert span.parent is not None
+        assert span.parent.span_id == turn.context.span_id
+    ok, late = sorted(tools, key=lambda span: span.start_time or 0)
+    assert ok.attributes == {
+        "cadence.tool.name": "find_table",
+        "cadence.tool.round": 1,
+        "cadence.tool.outcome": "ok",
+        "cadence.tool.argument_bytes": 31,
+        "cadence.tool.result_bytes": 7,
+    }
+    assert ok.status.status_code is StatusCode.UNSET
+    assert late.attributes is not None
+    assert late.attributes["cadence.tool.outcome"] == "timeout"
+    assert (late.status.status_code, late.status.description) == (StatusCode.ERROR, "timeout")
+    assert late.start_time is not None
+    assert late.end_time is not None
+    assert late.end_time - late.start_time == 150_000_000
+    # The turn covers its calls: the last one ended after every anchor event.
+    assert turn.end_time == late.end_time
+    assert turn.start_time is not None
+    assert turn.end_time - turn.start_time == 2_400_000_000  # 1000 → 3400 ms
 
 
 class _OTLPReceiver(http.server.BaseHTTPRequestHandler):

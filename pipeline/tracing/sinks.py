@@ -12,12 +12,13 @@ from pathlib import Path
 from typing import Protocol
 
 from opentelemetry import trace
+from opentelemetry.context import Context
 from opentelemetry.sdk.trace import TracerProvider
-from opentelemetry.trace import Span, Tracer
+from opentelemetry.trace import Span, Status, StatusCode, Tracer
 
 from cadence.core.clock import Clock
 from cadence.pipeline.tracing.anchors import STAGE_LATENCIES
-from cadence.pipeline.tracing.turn_trace import TurnTrace
+from cadence.pipeline.tracing.turn_trace import ToolCallRecord, TurnTrace
 
 logger = logging.getLogger(__name__)
 
@@ -99,7 +100,8 @@ def read_traces(path: Path) -> list[TurnTrace]:
 
 
 class OTelTraceSink:
-    """Exports a session as OpenTelemetry spans: session → turn → stage.
+    """Exports a session as OpenTelemetry spans: session → turn → stage, discarded work and
+    tool call.
 
     The session clock is monotonic and per session; spans need wall-clock nanoseconds, so the
     offset between the two is taken once, when the session starts.
@@ -120,6 +122,7 @@ class OTelTraceSink:
             raise RuntimeError("the session span is already closed")
         times = [*turn.events.values()]
         times += [t for work in turn.discarded for t in (work.start_ms, work.end_ms)]
+        times += [t for call in turn.tools for t in (call.start_ms, call.end_ms)]
         if not times:
             return
         context = trace.set_span_in_context(self._session)
@@ -151,7 +154,28 @@ class OTelTraceSink:
                 start_time=self._to_wall(work.start_ms),
                 attributes={"cadence.discarded": True, "cadence.reason": work.reason},
             ).end(end_time=self._to_wall(work.end_ms))
+        for call in turn.tools:
+            self._tool_span(call, turn_context)
         span.end(end_time=self._to_wall(max(times)))
+
+    def _tool_span(self, call: ToolCallRecord, turn_context: Context) -> None:
+        """A tool call as a ``tool_call`` span: sizes, never values (they may hold what the
+        caller said); any outcome but ``ok`` is an error, so a trace backend shows it as one."""
+        span = self._tracer.start_span(
+            "tool_call",
+            context=turn_context,
+            start_time=self._to_wall(call.start_ms),
+            attributes={
+                "cadence.tool.name": call.name,
+                "cadence.tool.round": call.round,
+                "cadence.tool.outcome": call.outcome,
+                "cadence.tool.argument_bytes": call.argument_bytes,
+                "cadence.tool.result_bytes": call.result_bytes,
+            },
+        )
+        if call.outcome != "ok":
+            span.set_status(Status(StatusCode.ERROR, call.outcome))
+        span.end(end_time=self._to_wall(call.end_ms))
 
     def close(self) -> None:
         if self._session is not None:

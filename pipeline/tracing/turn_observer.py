@@ -2,8 +2,8 @@
 
 Stages know nothing of tracing; this observer watches the frames they hand on and maps them
 to the anchor events of docs/trace-schema.md. Work done for a reply before its turn is committed
-(preemptive generation and synthesis) is kept per reply and written into the trace only if
-that reply is the one committed; a reply thrown away shows up as discarded work instead.
+(preemptive generation and synthesis, tool calls) is kept per reply and written into the trace
+only if that reply is the one committed; a reply thrown away shows up as discarded work instead.
 """
 
 from __future__ import annotations
@@ -21,23 +21,26 @@ from cadence.pipeline.frames import (
     SpeculationDiscardedFrame,
     SpeechStartFrame,
     TextPieceFrame,
+    ToolCallFrame,
     TranscriptFailedFrame,
     TurnCommittedFrame,
     TurnWithdrawnFrame,
 )
 from cadence.pipeline.tracing.anchors import AnchorEvent
 from cadence.pipeline.tracing.tracer import LatencyTracer
+from cadence.pipeline.tracing.turn_trace import ToolCallRecord
 
 A = AnchorEvent
 
 
 @dataclass
 class _ReplyEvents:
-    """Anchor events of one reply attempt, gathered before (and after) its commit."""
+    """Anchor events and tool calls of one reply attempt, gathered before its commit."""
 
     events: dict[AnchorEvent, float] = field(default_factory=dict)
     error: str | None = None
     """Why the generation failed, if it did."""
+    tools: list[ToolCallRecord] = field(default_factory=list)
 
     def first(self, event: AnchorEvent, at_ms: float) -> None:
         self.events.setdefault(event, at_ms)
@@ -55,6 +58,10 @@ class TurnTraceObserver:
         self._reply_texts: dict[int, str] = {}
         """What the generator said for each reply attempt: the committed one is recorded."""
         self._committed: int | None = None
+        self._last_committed = -1
+        """The latest reply committed. Replies are numbered in the order they start, so one
+        numbered at or below it that is not ``_committed`` has had its turn closed, or was
+        dropped before that commit: a frame of it has no turn left to go into."""
         self._committed_speech_start: float | None = None
         self._backchannels = 0
         """Caller sounds over the committed reply that did not interrupt it."""
@@ -79,6 +86,8 @@ class TurnTraceObserver:
                     self._reply_error(frame.reply_index, frame.error)
             case EndOfReplyFrame() if source == "turn":
                 self._reply_event(frame.reply_index, A.LLM_DONE, now)
+            case ToolCallFrame() if source == "turn":
+                self._tool_call(frame)
             case AudioOutFrame() if source == "tts":
                 self._reply_event(frame.reply_index, A.TTS_FIRST_AUDIO, now)
             case AudioOutFrame() if source == "playout":
@@ -112,19 +121,20 @@ class TurnTraceObserver:
 
     def close(self) -> None:
         self._close()
-        self._write_discarded()  # work for a turn that never came
+        self._write_discarded()  # work for a turn that never came, and replies never committed
         self._tracer.end_turn()
 
     def _commit(self, frame: TurnCommittedFrame) -> None:
         self._close()
-        self._committed = frame.reply_index
+        self._committed = self._last_committed = frame.reply_index
+        reply = self._replies.pop(frame.reply_index, _ReplyEvents())
         tracer = self._tracer
         if self._speech_start_ms is not None:
             tracer.mark(A.USER_SPEECH_START, self._speech_start_ms)
         tracer.mark(A.USER_SPEECH_END, frame.speech_end_ms)
         tracer.mark(A.ENDPOINT, frame.at_ms)
         tracer.mark(A.STT_FINAL, frame.transcript_at_ms)
-        self._write_discarded()
+        self._write_discarded()  # with the other attempts, which were dropped
         tracer.annotate("reply_index", frame.reply_index)
         tracer.annotate("transcript", frame.user_text)
         if self._vad_speech_end_ms is not None:
@@ -132,15 +142,15 @@ class TurnTraceObserver:
         if frame.end_of_turn_p is not None:
             tracer.annotate("end_of_turn_p", round(frame.end_of_turn_p, 4))
             tracer.annotate("end_of_turn_wait_ms", round(frame.wait_ms, 1))
-        reply = self._replies.pop(frame.reply_index, _ReplyEvents())
         for event, at_ms in reply.events.items():
             tracer.mark(event, at_ms)
+        for record in reply.tools:
+            tracer.tool_call(record)
         if reply.error is not None:
             tracer.annotate("llm_error", reply.error)
         if self._stt_error is not None:
             tracer.annotate("stt_error", self._stt_error)
             self._stt_error = None
-        self._replies.clear()  # other attempts were discarded
         self._reply_texts = {
             index: text for index, text in self._reply_texts.items() if index >= frame.reply_index
         }
@@ -149,9 +159,16 @@ class TurnTraceObserver:
         self._backchannels = 0
 
     def _write_discarded(self) -> None:
+        """Thrown-away work into the open turn: the discarded frames, and the tool calls of the
+        replies still kept, which were dropped — the committed one has been taken out."""
         for work in self._discarded:
             self._tracer.discard(work.kind, work.started_ms, work.reason, end_ms=work.ended_ms)
         self._discarded.clear()
+        for index, reply in self._replies.items():
+            for call in reply.tools:
+                reason = f"reply {index} dropped ({call.name}: {call.outcome})"
+                self._tracer.discard("tool_call", call.start_ms, reason, end_ms=call.end_ms)
+        self._replies.clear()
 
     def _reply_event(self, reply_index: int, event: AnchorEvent, at_ms: float) -> None:
         if reply_index == self._committed:
@@ -160,6 +177,21 @@ class TurnTraceObserver:
                 self._tracer.mark(event, at_ms)
         else:
             self._replies.setdefault(reply_index, _ReplyEvents()).first(event, at_ms)
+
+    def _tool_call(self, frame: ToolCallFrame) -> None:
+        record = ToolCallRecord(
+            name=frame.tool,
+            round=frame.round,
+            start_ms=frame.started_ms,
+            end_ms=frame.ended_ms,
+            outcome=frame.outcome,
+            argument_bytes=frame.argument_bytes,
+            result_bytes=frame.result_bytes,
+        )
+        if frame.reply_index == self._committed:
+            self._tracer.tool_call(record)
+        elif frame.reply_index > self._last_committed:
+            self._replies.setdefault(frame.reply_index, _ReplyEvents()).tools.append(record)
 
     def _reply_error(self, reply_index: int, error: str) -> None:
         if reply_index == self._committed:

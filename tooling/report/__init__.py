@@ -11,6 +11,7 @@ from cadence.tooling.report.summary import (
     LatencyStats,
     ReportSummary,
     SpeculationCounts,
+    ToolStats,
     VariantSummary,
 )
 
@@ -24,6 +25,7 @@ __all__ = [
     "ReportSummary",
     "RunInfo",
     "SpeculationCounts",
+    "ToolStats",
     "VariantSummary",
     "build_report",
     "read_run_info",

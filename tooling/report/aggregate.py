@@ -4,7 +4,8 @@ A pure function of the traces (in their order) and the budget, so that ``cadence
 bench's ``traces.jsonl`` reproduces the bench's own summary to the last digit. Every turn has
 one outcome and counts in ``turns`` and ``outcomes``; the latencies are those of the turns
 answered after the end of speech; budget compliance is taken over every caller turn, a
-talk-over, an unanswered or a failed one counting as a miss.
+talk-over, an unanswered or a failed one counting as a miss. Tool calls are counted over
+every turn whose reply made any, and only those turns.
 """
 
 from __future__ import annotations
@@ -27,10 +28,12 @@ from cadence.tooling.bench.stats import percentiles
 from cadence.tooling.report.anchor import end_anchor, voice_to_voice_ms
 from cadence.tooling.report.stages import STAGE_NAMES
 from cadence.tooling.report.summary import (
+    TOOL_OUTCOMES,
     DiscardedStats,
     LatencyStats,
     ReportSummary,
     SpeculationCounts,
+    ToolStats,
     TurnRow,
     VariantSummary,
 )
@@ -112,6 +115,7 @@ def summarize_variant(all_turns: Sequence[TurnTrace], budget: BudgetConfig) -> V
         wer_turns=len(transcribed),
         speculation=_speculation(all_turns),
         discarded=_discarded(all_turns),
+        tools=_tools(all_turns, turns, anchor),
         per_turn=[
             _row(turn, outcome, anchor) for turn, outcome in zip(all_turns, outcomes, strict=True)
         ],
@@ -169,6 +173,31 @@ def _speculation(turns: Sequence[TurnTrace]) -> SpeculationCounts:
     return SpeculationCounts(
         hits=hits, misses=misses, hit_rate=hits / (hits + misses) if hits + misses else None
     )
+
+
+def _tools(
+    all_turns: Sequence[TurnTrace], answered: Sequence[TurnTrace], anchor: AnchorEvent
+) -> ToolStats:
+    """``answered``: the turns answered after the end of speech, the only ones whose
+    voice-to-voice a share can be taken of."""
+    called = [turn for turn in all_turns if turn.tools]
+    outcomes = [call.outcome for turn in called for call in turn.tools]
+    shares = [
+        _tool_time_ms(turn) / v2v
+        for turn in answered
+        if turn.tools and (v2v := voice_to_voice_ms(turn, anchor)) is not None and v2v > 0
+    ]
+    return ToolStats(
+        turns=len(called),
+        calls={outcome: outcomes.count(outcome) for outcome in TOOL_OUTCOMES},
+        time_ms=latency_stats([_tool_time_ms(turn) for turn in called]),
+        voice_to_voice_share=latency_stats(shares),
+    )
+
+
+def _tool_time_ms(turn: TurnTrace) -> float:
+    """First call's start → last call's end: calls may overlap, so not their sum."""
+    return max(call.end_ms for call in turn.tools) - min(call.start_ms for call in turn.tools)
 
 
 def _discarded(turns: Sequence[TurnTrace]) -> dict[str, DiscardedStats]:

@@ -41,6 +41,7 @@ def render_markdown(summary: ReportSummary, plots: Mapping[str, str]) -> str:
         _voice_to_voice(summary),
         _stage_table(summary),
         _where_the_milliseconds_go(summary),
+        _tools(summary),
         _transcription_and_speculation(summary),
     ]
     if summary.variants:
@@ -191,6 +192,34 @@ def _where_the_milliseconds_go(s: ReportSummary) -> str:
         if v < 0
     ]
     return title + " ".join(text)
+
+
+def _tools(s: ReportSummary) -> str:
+    """Said even when no reply called a tool: a missing section would not tell "none" from
+    "not measured"."""
+    tools = s.tools
+    title = "## Tools\n\n"
+    if not tools.turns:
+        return title + f"No tool calls: none of the {s.turns} turns called a tool."
+    calls = sum(tools.calls.values())
+    spent, share = tools.time_ms, tools.voice_to_voice_share
+    lines = [
+        f"{tools.turns} of {s.turns} turns called tools, {calls} calls in all.",
+        "",
+        "| outcome | calls |",
+        "|---|---:|",
+        *(f"| {outcome} | {n} |" for outcome, n in tools.calls.items()),
+        f"| **all** | **{calls}** |",
+        "",
+        f"Tool time per turn (the first call's start → the last one's end; calls may overlap): "
+        f"p50 {_ms(spent.p50)}, p95 {_ms(spent.p95)} ms over {spent.count} turns.  ",
+        f"Its share of the turn's voice-to-voice: p50 {_fraction(share.p50)}, "
+        f"p95 {_fraction(share.p95)} over the {share.count} of them answered after the end of "
+        "speech."
+        if share.count
+        else "Its share of voice-to-voice: none of them was answered after the end of speech.",
+    ]
+    return title + "\n".join(lines)
 
 
 def _transcription_and_speculation(s: ReportSummary) -> str:

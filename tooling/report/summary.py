@@ -6,14 +6,18 @@ explains every field. A change of meaning bumps ``SCHEMA_ID``.
 
 from __future__ import annotations
 
-from typing import Any, Final, Literal
+from typing import Any, Final, Literal, get_args
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
+from cadence.pipeline.frames import ToolOutcome
 from cadence.pipeline.tracing import TurnOutcome
 from cadence.tooling.report.stages import STAGE_NAMES
 
-SCHEMA_ID: Final = "cadence.report/2"
+SCHEMA_ID: Final = "cadence.report/3"
+
+TOOL_OUTCOMES: Final[tuple[ToolOutcome, ...]] = get_args(ToolOutcome)
+"""Every outcome of a tool call, in the order ``calls`` lists them."""
 
 
 class _Model(BaseModel):
@@ -41,6 +45,32 @@ class SpeculationCounts(_Model):
 class DiscardedStats(_Model):
     count: int = Field(ge=0)
     total_ms: float = Field(description="summed duration of the thrown-away work")
+
+
+class ToolStats(_Model):
+    """The tool calls of the turns whose reply called any. A turn's tool time is the wall time
+    from its first call's start to its last call's end, not the calls' sum: the calls of one
+    round run at once, and what the caller waits through is the time they take together."""
+
+    turns: int = Field(ge=0, description="turns whose reply called at least one tool")
+    calls: dict[ToolOutcome, int] = Field(
+        description="the calls of those turns by outcome, every outcome, in the order of "
+        "`ToolOutcome`"
+    )
+    time_ms: LatencyStats = Field(
+        description="per turn that called tools: first call's start → last call's end"
+    )
+    voice_to_voice_share: LatencyStats = Field(
+        description="per turn that called tools and was answered after the end of speech: its "
+        "tool time / its voice-to-voice (a fraction; it passes 1 where calls ran before the "
+        "end of speech, for a preemptive reply, or on after the first words)"
+    )
+
+    @model_validator(mode="after")
+    def _every_outcome(self) -> ToolStats:
+        if tuple(self.calls) != TOOL_OUTCOMES:
+            raise ValueError(f"calls must count {', '.join(TOOL_OUTCOMES)}, in that order")
+        return self
 
 
 class TurnRow(_Model):
@@ -110,6 +140,7 @@ class VariantSummary(_Model):
     wer_turns: int = Field(ge=0, description="turns that have both texts")
     speculation: SpeculationCounts
     discarded: dict[str, DiscardedStats] = Field(description="thrown-away work by kind")
+    tools: ToolStats = Field(description="the tool calls of the turns that made any")
     per_turn: list[TurnRow] = Field(description="every turn, in trace order")
 
     @model_validator(mode="after")
@@ -126,7 +157,7 @@ class ReportSummary(VariantSummary):
     it, else the first in the traces); ``variants`` holds every variant side by side when the
     traces hold more than one."""
 
-    schema_id: Literal["cadence.report/2"] = Field(default=SCHEMA_ID, alias="schema")
+    schema_id: Literal["cadence.report/3"] = Field(default=SCHEMA_ID, alias="schema")
     variant: str = Field(description="name of the variant the top level describes")
     variants: dict[str, VariantSummary] = Field(
         description="every variant in trace order when there are several; empty otherwise"
