@@ -189,7 +189,7 @@ def tool_call(
 ) -> ToolCallFrame:
     return ToolCallFrame(
         reply_index=reply,
-        name=name,
+        tool=name,
         round=round,
         started_ms=start,
         ended_ms=end,
