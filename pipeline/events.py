@@ -207,7 +207,7 @@ def frame_event(source: str, frame: Frame) -> SessionEvent | None:
             return BargeInEvent(frame.reply_index, frame.spoken_text)
         case ToolCallFrame() if source == "turn":
             return ToolCallEvent(
-                frame.reply_index, frame.name, frame.outcome, frame.ended_ms - frame.started_ms
+                frame.reply_index, frame.tool, frame.outcome, frame.ended_ms - frame.started_ms
             )
         case HangUpFrame() if source == "turn":
             return HangUpEvent(frame.reason, frame.at_ms)

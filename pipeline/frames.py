@@ -206,7 +206,8 @@ class ToolCallFrame(DataFrame):
     arguments and the result may hold what a caller said."""
 
     reply_index: int
-    name: str
+    tool: str
+    """The tool's name (``name`` is every frame's own)."""
     round: int
     """1 for the calls of the reply's first answer, 2 for those after their results, …"""
     started_ms: float

@@ -523,7 +523,7 @@ class TurnStage(Stage):
         await self.push(
             ToolCallFrame(
                 reply_index=reply.reply_index,
-                name=call.name,
+                tool=call.name,
                 round=number,
                 started_ms=started_ms,
                 ended_ms=self._clock.now_ms(),
