@@ -176,6 +176,9 @@ class TextPieceFrame(DataFrame):
     error: str | None = None
     """Why the generation failed, on the piece that ends a failed reply (traced as
     `llm_error`)."""
+    flush: bool = False
+    """The reply pauses after this piece (a tool runs): TTS speaks what it holds now instead of
+    waiting for the words that end its phrase."""
 
 
 @dataclass(frozen=True, kw_only=True, eq=False)

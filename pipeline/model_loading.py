@@ -8,11 +8,11 @@ from __future__ import annotations
 
 from functools import cache
 
-from cadence.pipeline.config import EndOfTurnConfig, STTConfig, TTSConfig
+from cadence.pipeline.config import CadenceConfig, EndOfTurnConfig, STTConfig, TTSConfig
 from cadence.pipeline.end_of_turn import EndOfTurnDetector
 from cadence.voice.stt import Transcriber, load_transcriber
 from cadence.voice.stt.transcriber import WhisperOptions
-from cadence.voice.tts import Synthesizer, load_synthesizer
+from cadence.voice.tts import PhraseSplitter, Synthesizer, load_synthesizer
 from cadence.voice.turn import TextEndOfTurnModel
 
 
@@ -32,6 +32,22 @@ def load_stt(config: STTConfig) -> Transcriber:
 
 def load_tts(config: TTSConfig) -> Synthesizer:
     return load_synthesizer(config.voice)
+
+
+def prepare_fixed_phrases(config: CadenceConfig) -> None:
+    """Synthesize ahead the phrases of ``config`` that never change — the filler above all,
+    which is said precisely when the caller is waiting — so that none waits for synthesis
+    (blocking: call it while loading)."""
+    fixed = [
+        config.tools.filler,
+        config.tools.goodbye,
+        config.turn.hold_reply,
+        config.faults.transcript_fallback,
+        config.faults.reply_fallback,
+    ]
+    splitter = PhraseSplitter(config.models.tts.first_phrase_max_words)
+    # Kept as TTS will ask for them: phrase by phrase, as the splitter cuts them.
+    load_tts(config.models.tts).keep(phrase for text in fixed for phrase in splitter.phrases(text))
 
 
 def load_end_of_turn(config: EndOfTurnConfig) -> EndOfTurnDetector:

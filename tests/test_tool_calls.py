@@ -9,8 +9,12 @@ from __future__ import annotations
 
 import asyncio
 import json
+import re
+import subprocess
+import sys
 from collections.abc import AsyncGenerator, AsyncIterator, Callable, Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Annotated, Any, TypeVar
 
 import pytest
@@ -778,3 +782,28 @@ async def test_read_keypad_returns_the_keys_the_caller_presses(
     history, _ = generator.requests[1]
     assert json.loads(history[-1].text) == {"digits": "4417"}
     assert engine.stage.keypad.pressed == "4417#9"
+
+
+def test_the_tools_benchmark_prints_its_figures() -> None:
+    run = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "cadence.tooling.bench.tools",
+            "-m",
+            str(Path(__file__).parent / "data" / "speech" / "manifest.jsonl"),
+            "--turns",
+            "1",
+            "--slow-turns",
+            "1",
+            "--slow-tool-ms",
+            "1000",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=240,
+        check=False,
+    )
+    assert run.returncode == 0, run.stderr
+    assert re.search(r"tool round, Cadence's own time \([1-9]\d* rounds\): p50 [\d.]+", run.stdout)
+    assert re.search(r"1000 ms tool, commit → first sound \(1 turns\): p50 [\d.]+", run.stdout)

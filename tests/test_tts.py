@@ -190,3 +190,11 @@ def test_resampled_reply_audio_keeps_its_length() -> None:
     audio = np.concatenate(list(synthesizer().synthesize_blocking("Testing one two three.")))
     out = resample(audio, synthesizer().sample_rate, 48000)
     assert abs(len(out) / 48000 - len(audio) / synthesizer().sample_rate) < 0.001
+
+
+def test_a_pause_speaks_what_is_held_and_the_next_phrase_is_short_again() -> None:
+    splitter = PhraseSplitter(first_phrase_max_words=6)
+    assert splitter.feed("Let me check that") == []  # no phrase end yet: held
+    assert splitter.flush() == "Let me check that"  # a tool runs: said now
+    resumed = splitter.feed("Your table is booked for two at seven ")
+    assert resumed == ["Your table is booked for two"]  # cut short, as a first phrase is

@@ -20,7 +20,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import signal
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from types import TracebackType
 from urllib.parse import urlsplit
 
@@ -31,6 +31,7 @@ from cadence.pipeline.agent import Agent
 from cadence.pipeline.config import CadenceConfig
 from cadence.pipeline.config.schema import audiosocket_address
 from cadence.pipeline.events import EventHandler
+from cadence.pipeline.tools import Tool
 from cadence.web.access import AccessPolicy, Secrets, without_credentials
 from cadence.web.metrics import ServerMetrics
 from cadence.web.routes import Routes
@@ -47,11 +48,18 @@ one has it."""
 
 
 class CadenceServer:
-    def __init__(self, config: CadenceConfig, *, on_event: EventHandler | None = None) -> None:
-        """``on_event`` gets every event of every call, with the call's id. Raises
+    def __init__(
+        self,
+        config: CadenceConfig,
+        *,
+        tools: Sequence[Tool] = (),
+        on_event: EventHandler | None = None,
+    ) -> None:
+        """``tools`` are the agent's (each call offers those its configuration enables);
+        ``on_event`` gets every event of every call, with the call's id. Raises
         ``AccessConfigError`` if a secret the configuration names is not in the environment."""
         self.config = config
-        self.agent = Agent(config)
+        self.agent = Agent(config, tools)
         self.metrics = ServerMetrics()
         self.admission = Admission(CallContext(self.agent, self.metrics, on_event))
         self._websockets = {entry.path(config): entry for entry in WEBSOCKET_TRANSPORTS}
@@ -159,14 +167,17 @@ class CadenceServer:
         await entry.accept(websocket, self.admission)
 
 
-async def serve_until_stopped(config: CadenceConfig, on_ready: Callable[[str], None]) -> None:
-    """Run the server until SIGINT or SIGTERM; ``on_ready`` gets its URL once it listens."""
+async def serve_until_stopped(
+    config: CadenceConfig, on_ready: Callable[[str], None], tools: Sequence[Tool] = ()
+) -> None:
+    """Run the server (with the agent's ``tools``) until SIGINT or SIGTERM; ``on_ready`` gets
+    its URL once it listens."""
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for signum in (signal.SIGINT, signal.SIGTERM):
         loop.add_signal_handler(signum, stop.set)
     try:
-        async with CadenceServer(config) as server:
+        async with CadenceServer(config, tools=tools) as server:
             on_ready(server.url)
             await stop.wait()
     finally:

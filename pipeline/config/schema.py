@@ -205,7 +205,7 @@ class ToolsConfig(Options):
     """If the caller has heard nothing of the reply this long after their turn was committed
     because a tool (or the model's answer to its result) is slow, `filler` is spoken, once
     per turn."""
-    filler: str = "One moment."
+    filler: str = "One moment, let me check that."
     """What the agent says while a slow tool keeps the caller waiting; "" = nothing."""
     goodbye: str = "Goodbye."
     """Said when the model ends the call without a goodbye of its own."""

@@ -67,7 +67,9 @@ class TTSStage(Stage):
         match frame:
             case TextPieceFrame():
                 reply = self._reply_for(frame.reply_index)
-                for phrase in reply.splitter.feed(frame.text):
+                splitter = reply.splitter
+                phrases = splitter.phrases(frame.text) if frame.flush else splitter.feed(frame.text)
+                for phrase in phrases:
                     reply.phrases.put_nowait(phrase)
             case EndOfReplyFrame():
                 reply = self._reply_for(frame.reply_index)

@@ -443,6 +443,7 @@ class TurnStage(Stage):
                     )
                     break
                 round_.calls = calls
+                await self._pause_speech(reply)
                 self._start_filler(reply)
                 conversation.append(Turn("agent", round_.text, tool_calls=calls))
                 results = await self._run_calls(reply, number, round_)
@@ -578,7 +579,7 @@ class TurnStage(Stage):
         await reply.committed_event.wait()
         await self._clock.sleep_until(reply.committed_at_ms + self._tools_config.filler_after_ms)
         if not reply.text.strip() and not reply.done:
-            await self._emit(reply, self._tools_config.filler, self._clock.now_ms())
+            await self._emit(reply, self._tools_config.filler, self._clock.now_ms(), flush=True)
 
     async def _end_call(self, reason: str) -> None:
         """The application ends the call: once the reply being heard has been heard, or now."""
@@ -600,10 +601,24 @@ class TurnStage(Stage):
         """A reply of fixed words."""
         await self._finish(reply, text)
 
-    async def _emit(self, reply: _ReplyAttempt, text: str, at_ms: float) -> None:
+    async def _emit(
+        self, reply: _ReplyAttempt, text: str, at_ms: float, *, flush: bool = False
+    ) -> None:
         spoken = self._say(reply, text)
         if self._config.early_emission:
-            await self.push(TextPieceFrame(text=spoken, at_ms=at_ms, reply_index=reply.reply_index))
+            await self.push(
+                TextPieceFrame(text=spoken, at_ms=at_ms, reply_index=reply.reply_index, flush=flush)
+            )
+
+    async def _pause_speech(self, reply: _ReplyAttempt) -> None:
+        """The reply waits on its tools: the words said before the calls are spoken now,
+        whether or not they end a phrase."""
+        if reply.text.strip() and self._config.early_emission:
+            await self.push(
+                TextPieceFrame(
+                    text="", at_ms=self._clock.now_ms(), reply_index=reply.reply_index, flush=True
+                )
+            )
 
     @staticmethod
     def _say(reply: _ReplyAttempt, text: str) -> str:

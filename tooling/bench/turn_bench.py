@@ -32,6 +32,7 @@ from cadence.pipeline.config import CadenceConfig, TracingConfig
 from cadence.pipeline.frames import FinalTranscriptFrame, Frame
 from cadence.pipeline.pipeline import FrameObserver
 from cadence.pipeline.session import SAMPLE_RATE, VoiceSession
+from cadence.pipeline.tools import Tool
 from cadence.pipeline.tracing import CALLER_MEASURED, AnchorEvent, MemoryTraceSink, TurnTrace
 from cadence.pipeline.tracing.turn_trace import Annotation
 from cadence.tooling.bench.manifest import ManifestClip
@@ -141,18 +142,20 @@ async def answered_call(
     session_id: str,
     *,
     observers: Sequence[FrameObserver] = (),
+    tools: Sequence[Tool] = (),
     tail_ms: float = TAIL_MS,
     poll_ms: float = POLL_MS,
 ) -> AsyncIterator[AnsweredCall]:
-    """A session of its own, in process at 16 kHz, in which the caller has said ``audio``
-    after ``LEAD_MS`` of silence, then stayed silent at least ``tail_ms`` and until a reply was
-    heard after the true end of speech (``MAX_REPLY_WAIT_MS`` at most); cancelled on exit."""
+    """A session of its own, in process at 16 kHz (offering ``tools``), in which the caller has
+    said ``audio`` after ``LEAD_MS`` of silence, then stayed silent at least ``tail_ms`` and
+    until a reply was heard after the true end of speech (``MAX_REPLY_WAIT_MS`` at most);
+    cancelled on exit."""
     _, speech_end = speech_bounds_ms(audio, SAMPLE_RATE)
     clock = MonotonicClock()
     traces, output = MemoryTraceSink(), RecordingAudioOutput(clock)
     session = VoiceSession(
         bench_config(config), output, session_id=session_id, output_sample_rate=SAMPLE_RATE,
-        clock=clock, trace_sinks=[traces], observers=observers,
+        clock=clock, tools=tools, trace_sinks=[traces], observers=observers,
     )  # fmt: skip
     await session.start()
     try:

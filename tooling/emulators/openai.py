@@ -3,8 +3,9 @@
 The ``openai`` backend is tested against it with the real client library over real sockets:
 it speaks HTTP/1.1 on loopback (keep-alive, chunked bodies) and sends real server-sent-event
 bytes. Only the remote service is faked. Each request is answered by the next behaviour of
-``script`` (then ``default``), and every request is kept in ``requests`` as it arrived, so a
-test can see the model name, the body's options and the bearer token the service received.
+``script`` (then ``respond``'s choice, or ``default``), and every request is kept in
+``requests`` as it arrived, so a test can see the model name, the body's options and the
+bearer token the service received.
 The benchmark of the backend (``tooling/bench/openai_first_piece.py``) plays against it too.
 """
 
@@ -13,6 +14,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from types import TracebackType
 from typing import Any, ClassVar, Literal
@@ -113,6 +115,8 @@ class ReceivedRequest:
     headers: dict[str, str]
     """Header names in lower case."""
     body: dict[str, Any]
+    arrived_s: float
+    """When the whole request had arrived (the event loop's clock)."""
 
 
 @dataclass
@@ -120,7 +124,13 @@ class FakeOpenAI:
     default: Behaviour = Stream(("Sure, ", "I can ", "help ", "with that."))
     script: list[Behaviour] = field(default_factory=list)
     """Behaviours for the next requests, first first; ``default`` once it is empty."""
+    respond: Callable[[ReceivedRequest], Behaviour] | None = None
+    """Once ``script`` is empty, chooses the answer from the request, as a model would from
+    the conversation: for calls whose number of requests is not known in advance (a reply
+    generated on a transcript that then changed is asked for again)."""
     requests: list[ReceivedRequest] = field(default_factory=list)
+    answered_s: dict[int, float] = field(default_factory=dict)
+    """When the answer to ``requests[i]`` was written to its end (the event loop's clock)."""
     connections: int = 0
     """Connections the client opened."""
     disconnects: int = 0
@@ -167,9 +177,17 @@ class FakeOpenAI:
         self.connections += 1
         try:
             while (request := await _read_request(reader)) is not None:
+                index = len(self.requests)
                 self.requests.append(request)
-                behaviour = self.script.pop(0) if self.script else self.default
-                if not await self._answer(request, behaviour, reader, writer):
+                if self.script:
+                    behaviour = self.script.pop(0)
+                elif self.respond is not None:
+                    behaviour = self.respond(request)
+                else:
+                    behaviour = self.default
+                kept = await self._answer(request, behaviour, reader, writer)
+                self.answered_s[index] = asyncio.get_running_loop().time()
+                if not kept:
                     break
         except (ConnectionError, asyncio.IncompleteReadError):
             pass
@@ -258,7 +276,8 @@ async def _read_request(reader: asyncio.StreamReader) -> ReceivedRequest | None:
         name, _, value = line.partition(":")
         headers[name.strip().lower()] = value.strip()
     body = await reader.readexactly(int(headers.get("content-length", "0")))
-    return ReceivedRequest(method, path, headers, json.loads(body) if body else {})
+    arrived_s = asyncio.get_running_loop().time()
+    return ReceivedRequest(method, path, headers, json.loads(body) if body else {}, arrived_s)
 
 
 def _head(status: int, content_type: str, length: int | None = None) -> bytes:

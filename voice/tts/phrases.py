@@ -61,12 +61,19 @@ class PhraseSplitter:
         return phrases
 
     def flush(self) -> str | None:
-        """The rest of the reply as the last phrase (``None`` if nothing is left)."""
+        """What is held, as a phrase (``None`` if nothing is): at the end of the reply, or
+        where it pauses (a tool runs). Words after a pause start afresh: their first phrase
+        is cut short again, so that the caller hears the agent resume soon."""
         phrase, self._buffer = self._buffer.strip(), ""
-        if not phrase:
-            return None
-        self._emitted += 1
-        return phrase
+        self._emitted = 0
+        return phrase or None
+
+    def phrases(self, text: str) -> list[str]:
+        """``text`` whole, cut as it would be spoken (then the splitter starts afresh)."""
+        phrases = self.feed(text)
+        if (rest := self.flush()) is not None:
+            phrases.append(rest)
+        return phrases
 
     def _next_cut(self) -> int | None:
         buffer = self._buffer

@@ -2,7 +2,8 @@
 
 Synthesis runs on one dedicated thread; the caller gets audio a sentence at a time. A
 cancelled synthesis stops at the next chunk boundary: the awaiting coroutine returns at once
-and the thread drops the rest of the phrase.
+and the thread drops the rest of the phrase. Fixed phrases that are said when waiting hurts
+most (the filler while a tool runs) can be synthesized once, ahead, and kept (``keep``).
 """
 
 from __future__ import annotations
@@ -10,7 +11,7 @@ from __future__ import annotations
 import asyncio
 import functools
 import threading
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator, Iterable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
@@ -27,6 +28,14 @@ class Synthesizer:
         self._voice = voice
         self.sample_rate = int(voice.config.sample_rate)
         self._thread = ThreadPoolExecutor(max_workers=1, thread_name_prefix="piper")
+        self._kept: dict[str, list[PCM16]] = {}
+
+    def keep(self, phrases: Iterable[str]) -> None:
+        """Synthesize ``phrases`` now (blocking) and keep their audio: from then on each is
+        heard without waiting for synthesis. Call it while loading, not on the event loop."""
+        for phrase in phrases:
+            if phrase.strip() and phrase not in self._kept:
+                self._kept[phrase] = list(self.synthesize_blocking(phrase))
 
     def synthesize_blocking(self, text: str) -> Iterator[PCM16]:
         """Audio of ``text`` at ``sample_rate``, one chunk per sentence."""
@@ -34,7 +43,12 @@ class Synthesizer:
             yield chunk.audio_int16_array
 
     async def synthesize(self, text: str) -> AsyncIterator[PCM16]:
-        """Stream ``text``'s audio; each chunk is produced on the synthesis thread."""
+        """Stream ``text``'s audio; each chunk is produced on the synthesis thread (or was
+        kept)."""
+        if (kept := self._kept.get(text)) is not None:
+            for audio in kept:
+                yield audio
+            return
         loop = asyncio.get_running_loop()
         stop = threading.Event()
         chunks = self.synthesize_blocking(text)
