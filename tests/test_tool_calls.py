@@ -784,14 +784,16 @@ async def test_read_keypad_returns_the_keys_the_caller_presses(
     assert engine.stage.keypad.pressed == "4417#9"
 
 
-def test_the_tools_benchmark_prints_its_figures() -> None:
+def test_the_tools_benchmark_prints_its_figures_and_reports_the_tools(tmp_path: Path) -> None:
+    manifest = Path(__file__).parent / "data" / "speech" / "manifest.jsonl"
     run = subprocess.run(
         [
-            sys.executable,
+            str(Path(sys.executable).with_name("cadence")),
+            "bench-tools",
             "-m",
-            "cadence.tooling.bench.tools",
-            "-m",
-            str(Path(__file__).parent / "data" / "speech" / "manifest.jsonl"),
+            str(manifest),
+            "-o",
+            str(tmp_path),
             "--turns",
             "1",
             "--slow-turns",
@@ -807,3 +809,8 @@ def test_the_tools_benchmark_prints_its_figures() -> None:
     assert run.returncode == 0, run.stderr
     assert re.search(r"tool round, Cadence's own time \([1-9]\d* rounds\): p50 [\d.]+", run.stdout)
     assert re.search(r"1000 ms tool, commit → first sound \(1 turns\): p50 [\d.]+", run.stdout)
+    summary = json.loads((tmp_path / "summary.json").read_text())
+    variants = summary["variants"]
+    assert variants["instant_tool"]["tools"]["turns"] == 1
+    assert variants["slow_tool_1000ms"]["tools"]["turns"] == 1
+    assert "## Tools" in (tmp_path / "report.md").read_text()

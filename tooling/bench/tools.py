@@ -12,20 +12,18 @@ backend over loopback) against the fake service, scripted as a model that calls 
   commit to the first sound heard (the filler), and the longest silence from the commit to
   the end of the answer.
 
-Run: python -m cadence.tooling.bench.tools -m tests/data/speech/manifest.jsonl [--turns 10]
-     [--slow-turns 3] [--slow-tool-ms 2000]
+Run: cadence bench-tools -m tests/data/speech/manifest.jsonl [-o DIR] [--turns 10]
+[--slow-turns 3] [--slow-tool-ms 2000]; with ``-o`` the traces (the true end of speech and what
+the caller heard written in) and their latency report, with its tools section, go to DIR.
 """
 
 from __future__ import annotations
 
-import argparse
 import asyncio
 import os
-import sys
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from itertools import count, pairwise
-from pathlib import Path
 
 from cadence.llm import LLMOptions, OpenAIOptions
 from cadence.pipeline.agent import Agent
@@ -33,9 +31,9 @@ from cadence.pipeline.config import CadenceConfig, ModelsConfig, ToolsConfig
 from cadence.pipeline.session import SAMPLE_RATE
 from cadence.pipeline.tools import Tool, tool
 from cadence.pipeline.tracing import AnchorEvent, TurnTrace
-from cadence.tooling.bench.manifest import ManifestClip, read_manifest
+from cadence.tooling.bench.manifest import ManifestClip
 from cadence.tooling.bench.stats import percentiles
-from cadence.tooling.bench.turn_bench import answered_call
+from cadence.tooling.bench.turn_bench import answered_call, with_ground_truth
 from cadence.tooling.emulators.hearing import WINDOW_MS
 from cadence.tooling.emulators.openai import (
     Behaviour,
@@ -91,11 +89,24 @@ def slow_lookup(delay_ms: float) -> Tool:
     return lookup
 
 
+@dataclass(frozen=True)
+class ToolCallRun:
+    """One bench call: what was played, and its traces with the ground truth written in."""
+
+    output: RecordingAudioOutput
+    traces: list[TurnTrace]
+
+
 async def run_calls(
-    fake: FakeOpenAI, model: ToolModel, tools: Sequence[Tool], clips: list[ManifestClip], turns: int
-) -> list[tuple[RecordingAudioOutput, list[TurnTrace]]]:
-    """``turns`` calls of one turn each, the caller saying a clip of ``clips``; in each, what
-    was played and the traces, once the reply was heard to its end."""
+    fake: FakeOpenAI,
+    model: ToolModel,
+    tools: Sequence[Tool],
+    clips: list[ManifestClip],
+    turns: int,
+    variant: str,
+) -> list[ToolCallRun]:
+    """``turns`` calls of one turn each, the caller saying a clip of ``clips``, measured once
+    the reply was heard to its end."""
     fake.respond = lambda request: model.respond(request, len(fake.requests) - 1)
     options = OpenAIOptions(base_url=fake.base_url, model="bench", api_key_env=KEY_ENV)
     config = CadenceConfig(
@@ -103,16 +114,24 @@ async def run_calls(
         tools=ToolsConfig(builtins=[]),
     )
     await Agent(config, tools).load()  # as a server does: the filler is synthesized ahead
-    calls = []
+    runs = []
     for turn in range(turns):
         clip = clips[turn % len(clips)]
         audio = read_audio(clip.path, SAMPLE_RATE)
-        async with answered_call(config, audio, f"tools-{turn}", tools=tools) as call:
+        async with answered_call(config, audio, f"{variant}-{turn}", tools=tools) as call:
             # A turn's trace is written once its reply was played to the end.
             while not call.traces.turns and call.caller.position_ms < MAX_CALL_MS:
                 await call.caller.pause(100)
-            calls.append((call.output, list(call.traces.turns)))
-    return calls
+        traces = with_ground_truth(
+            call.traces.turns,
+            clip,
+            variant,
+            true_end_ms=call.true_end_ms,
+            heard_at_ms=call.output.heard_at_ms(),
+            annotations={"concurrency": 1},
+        )
+        runs.append(ToolCallRun(call.output, traces))
+    return runs
 
 
 def round_overheads_ms(fake: FakeOpenAI, model: ToolModel) -> list[float]:
@@ -150,39 +169,50 @@ def summary(samples: Sequence[float]) -> str:
     return f"{shown} ms" if samples else "none"
 
 
-async def bench(manifest: Path, turns: int, slow_turns: int, slow_tool_ms: float) -> None:
+@dataclass(frozen=True)
+class ToolsBenchResult:
+    round_overheads_ms: list[float]
+    """Cadence's own time per tool round."""
+    first_sound_ms: list[float]
+    """Slow tool: commit → first sound heard, per turn."""
+    longest_silence_ms: list[float]
+    """Slow tool: the longest silence from the commit to the reply's last sound, per turn."""
+    traces: list[TurnTrace]
+
+    def lines(self, slow_tool_ms: float) -> list[str]:
+        """The figures, as the command prints them."""
+        label = f"{slow_tool_ms:g} ms tool"
+        firsts, longest = self.first_sound_ms, self.longest_silence_ms
+        return [
+            f"tool round, Cadence's own time ({len(self.round_overheads_ms)} rounds): "
+            f"{summary(self.round_overheads_ms)}",
+            f"{label}, commit → first sound ({len(firsts)} turns): {summary(firsts)}",
+            f"{label}, longest silence ({len(longest)} turns): {summary(longest)}",
+        ]
+
+
+async def run_tools_bench(
+    clips: list[ManifestClip], turns: int, slow_turns: int, slow_tool_ms: float
+) -> ToolsBenchResult:
+    """``turns`` calls with an instant tool, then ``slow_turns`` with one of ``slow_tool_ms``."""
     os.environ.setdefault(KEY_ENV, "bench-key")
-    clips = read_manifest(manifest)
     async with FakeOpenAI() as fake:
         model = ToolModel("instant_lookup")
-        await run_calls(fake, model, [instant_lookup], clips, turns)
+        instant = await run_calls(fake, model, [instant_lookup], clips, turns, "instant_tool")
         gaps = round_overheads_ms(fake, model)
-    print(f"tool round, Cadence's own time ({len(gaps)} rounds): {summary(gaps)}")
     async with FakeOpenAI() as fake:
-        slow = slow_lookup(slow_tool_ms)
-        calls = await run_calls(fake, ToolModel("slow_lookup"), [slow], clips, slow_turns)
+        slow_model, slow = ToolModel("slow_lookup"), [slow_lookup(slow_tool_ms)]
+        variant = f"slow_tool_{slow_tool_ms:g}ms"
+        slow_runs = await run_calls(fake, slow_model, slow, clips, slow_turns, variant)
     measured = [
         figures
-        for output, traces in calls
-        for trace in traces
-        if (figures := silences_ms(output, trace)) is not None
+        for run in slow_runs
+        for trace in run.traces
+        if (figures := silences_ms(run.output, trace)) is not None
     ]
-    firsts, longest = [m[0] for m in measured], [m[1] for m in measured]
-    label = f"{slow_tool_ms:g} ms tool"
-    print(f"{label}, commit → first sound ({len(firsts)} turns): {summary(firsts)}")
-    print(f"{label}, longest silence ({len(longest)} turns): {summary(longest)}")
-
-
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("-m", "--manifest", type=Path, required=True, help="clips to say")
-    parser.add_argument("--turns", type=int, default=10, help="turns with an instant tool")
-    parser.add_argument("--slow-turns", type=int, default=3, help="turns with the slow tool")
-    parser.add_argument("--slow-tool-ms", type=float, default=2000.0)
-    args = parser.parse_args()
-    print("$", " ".join([".venv/bin/python", "-m", "cadence.tooling.bench.tools", *sys.argv[1:]]))
-    asyncio.run(bench(args.manifest, args.turns, args.slow_turns, args.slow_tool_ms))
-
-
-if __name__ == "__main__":
-    main()
+    return ToolsBenchResult(
+        round_overheads_ms=gaps,
+        first_sound_ms=[first for first, _ in measured],
+        longest_silence_ms=[longest for _, longest in measured],
+        traces=[trace for run in (*instant, *slow_runs) for trace in run.traces],
+    )

@@ -5,8 +5,6 @@ on real speech, and ``cadence make-paused-clips`` (the clips of the last)."""
 from __future__ import annotations
 
 import asyncio
-import os
-import platform
 import shlex
 import sys
 from contextlib import AsyncExitStack
@@ -17,7 +15,7 @@ import numpy as np
 import typer
 from rich.console import Console
 
-from cadence.pipeline.config import CadenceConfig
+from cadence.pipeline.config import BudgetConfig, CadenceConfig
 from cadence.pipeline.model_loading import load_tts
 from cadence.pipeline.tracing import TurnTrace
 from cadence.tooling.bench.interruptions import (
@@ -40,6 +38,7 @@ from cadence.tooling.bench.paused_clips import (
 from cadence.tooling.bench.paused_clips import (
     make_paused_clips as write_paused_clips,
 )
+from cadence.tooling.bench.tools import run_tools_bench
 from cadence.tooling.bench.turn_bench import (
     ABLATIONS,
     TurnRunner,
@@ -63,6 +62,7 @@ from cadence.tooling.bench.turn_taking import (
 from cadence.tooling.bench.voice_bench import run_voice_bench, write_report
 from cadence.tooling.cli.config_option import CONFIG_OPTION, load_config_or_exit
 from cadence.tooling.report import build_report
+from cadence.tooling.report.run_info import machine_description
 from cadence.voice.audio import PCM16
 from cadence.voice.audio.wavfile import read_audio
 
@@ -90,10 +90,6 @@ async def _run(
         return await run_bench(
             clips, config, concurrency=concurrency, ablate=ablate, transports=runners
         )
-
-
-def machine_description() -> str:
-    return f"{platform.machine()}, {os.cpu_count()} cores, Python {platform.python_version()}"
 
 
 def bench_voice(
@@ -348,3 +344,31 @@ def _transports(transport: str) -> list[str]:
             f"choose from {', '.join(TRANSPORTS)}, got {transport!r}", param_hint="--transport"
         )
     return transports
+
+
+def bench_tools(
+    manifest: Path = typer.Option(..., "--manifest", "-m", help="Clips the caller says."),
+    out: Path | None = typer.Option(
+        None, "--out", "-o", help="Directory for the traces and their report."
+    ),
+    turns: int = typer.Option(10, "--turns", help="Calls whose model calls an instant tool."),
+    slow_turns: int = typer.Option(3, "--slow-turns", help="Calls with the slow tool."),
+    slow_tool_ms: float = typer.Option(2000.0, "--slow-tool-ms", help="The slow tool's time."),
+) -> None:
+    """What tool calls cost a caller: Cadence's time per tool round, and the filler and
+    silences of a slow tool (real speech, the openai backend against the fake service)."""
+    clips = read_manifest(manifest)
+    result = asyncio.run(run_tools_bench(clips, turns, slow_turns, slow_tool_ms))
+    typer.echo("$ " + shlex.join(["cadence", *sys.argv[1:]]))
+    for line in result.lines(slow_tool_ms):
+        typer.echo(line)
+    if out is not None:
+        write_traces(result.traces, out / "traces.jsonl")
+        build_report(
+            result.traces,
+            out,
+            budget=BudgetConfig(),
+            config=None,
+            machine=machine_description(),
+            command=shlex.join(["cadence", *sys.argv[1:]]),
+        )

@@ -16,9 +16,9 @@ import typer
 from rich.console import Console
 
 from cadence.tooling.bench.manifest import read_manifest
-from cadence.tooling.cli.bench_cmd import machine_description
 from cadence.tooling.cli.config_option import CONFIG_OPTION, load_config_or_exit
 from cadence.tooling.report.load_report import write_load_report
+from cadence.tooling.report.run_info import machine_description
 
 TRANSPORTS = ("twilio", "webrtc")
 

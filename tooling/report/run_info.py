@@ -8,6 +8,8 @@ machine and command and uses its budget, and its ``summary.json`` is the bench's
 
 from __future__ import annotations
 
+import os
+import platform
 from pathlib import Path
 from typing import Any, Final
 
@@ -25,6 +27,11 @@ class RunInfo(BaseModel):
     command: str | None
     config: dict[str, Any] | None
     budget: BudgetConfig
+
+
+def machine_description() -> str:
+    """This machine, as a run records it."""
+    return f"{platform.machine()}, {os.cpu_count()} cores, Python {platform.python_version()}"
 
 
 def write_run_info(info: RunInfo, directory: Path) -> None:
