@@ -35,6 +35,7 @@ from cadence.pipeline.config import (
 )
 from cadence.pipeline.end_of_turn import EndOfTurnDetector
 from cadence.pipeline.frames import (
+    BargeInFrame,
     DTMFFrame,
     EndOfReplyFrame,
     EndpointFrame,
@@ -45,6 +46,7 @@ from cadence.pipeline.frames import (
     SpeechStartFrame,
     TextPieceFrame,
     ToolCallFrame,
+    TurnWithdrawnFrame,
 )
 from cadence.pipeline.pipeline import Pipeline
 from cadence.pipeline.playback_ledger import PlaybackLedger
@@ -728,6 +730,32 @@ async def test_a_tool_that_acts_waits_for_the_commit_and_a_lookup_does_not(
     await engine.pipeline.queue(FinalTranscriptFrame(text="Book it for Ann.", at_ms=300))
     await engine.seen.until(lambda: bool(engine.seen.of(EndOfReplyFrame)))
     assert ran == ["lookup", "book"]
+
+
+async def test_speech_over_a_tool_that_acts_keeps_the_call_in_the_history(
+    running: Callable[[Engine], Engine],
+) -> None:
+    """A reply that booked something is part of the conversation even if none of it was
+    heard: the caller's words are a barge-in, not a continuation of their turn."""
+    clock, release = VirtualClock(), asyncio.Event()
+
+    @tool(cancellable=False)
+    async def book(name: str) -> str:
+        """Book."""
+        await release.wait()
+        return "booked"
+
+    generator = ScriptedGenerator(clock, [("", (ToolCall("c1", "book", '{"name": "Ann"}'),))])
+    engine = await started(engine_of(generator, [book], clock), running)
+    await engine.says("Book it for Ann.")
+    await settle()
+    await engine.pipeline.queue(SpeechStartFrame(at_ms=clock.now_ms()))  # nothing heard yet
+    await engine.seen.until(lambda: bool(engine.seen.of(BargeInFrame)))
+    assert engine.seen.of(TurnWithdrawnFrame) == []
+    assert [t.speaker for t in engine.stage.history] == ["user", "agent", "tool"]
+    release.set()
+    await settle()
+    assert engine.stage.history[2].text == '"booked"'
 
 
 async def test_end_call_hangs_up_once_the_goodbye_was_heard(

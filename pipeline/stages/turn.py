@@ -127,6 +127,8 @@ class _ReplyAttempt:
     end_of_turn_p: float | None = None
     wait_ms: float = 0.0
     in_flight: dict[str, _InFlight] = field(default_factory=dict)
+    acted: bool = False
+    """A tool that acts ran for it: the reply is part of the conversation now, heard or not."""
     filler: asyncio.Task[None] | None = None
     ends_call: str | None = None
     """Why the call ends once this reply has been heard (``end_call``)."""
@@ -272,13 +274,14 @@ class TurnStage(Stage):
         if reply.committed and self._ledger.finished(reply.reply_index):
             self._reply = None  # the reply was heard to its end; this is a new turn
             return
-        if reply.committed and self._ledger.played_ms(reply.reply_index) > 0:
+        if reply.committed and (self._ledger.played_ms(reply.reply_index) > 0 or reply.acted):
             if self._config.interruption.backchannels:
                 self._overhear(reply, at_ms)
             else:
                 await self._barge_in(reply, at_ms)
             return
-        # Nothing of the reply was heard: the caller was not done. Drop it, keep their words.
+        # Nothing of the reply was heard (and it did nothing): the caller was not done. Drop it,
+        # keep their words.
         await self._drop(reply, reason="caller went on")
         if new_utterance:
             self._pending_user_text = reply.user_text
@@ -505,6 +508,7 @@ class TurnStage(Stage):
         tool = self._runner.get(call.name)
         if tool is not None and not tool.read_only:
             await reply.committed_event.wait()  # it acts: not for a reply that may be dropped
+            reply.acted = True
         reply.in_flight[call.id] = _InFlight(call, number, self._clock.now_ms())
         result = await self._runner.run(call, context, on_late_result=self._late_result)
         del reply.in_flight[call.id]
