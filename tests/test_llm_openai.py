@@ -10,13 +10,14 @@ import socket
 import subprocess
 import sys
 import time
-from collections.abc import AsyncIterator, Callable, Sequence
+from collections.abc import Callable, Sequence
 
 import pytest
+from openai_service import FAULT_LIMIT_MS, KEY, KEY_ENV, LIMIT_MS, settings
 from speech_data import clip
 
 from cadence.llm import CheckpointError, ReplyPiece, Turn, create_generator
-from cadence.llm.options import LLMOptions, OpenAIOptions
+from cadence.llm.options import LLMOptions
 from cadence.llm.remote import create_openai_generator
 from cadence.pipeline.agent import Agent
 from cadence.pipeline.config import CadenceConfig, FaultsConfig, ModelsConfig, TracingConfig
@@ -25,42 +26,8 @@ from cadence.pipeline.tracing import AnchorEvent
 from cadence.tooling.caller import SimulatedCaller
 from cadence.tooling.emulators.openai import FakeOpenAI, RawEvents, Silent, Status, Stream
 
-KEY_ENV = "CADENCE_TEST_OPENAI_KEY"
-KEY = "sk-cadence-test-7f3a9c21e8b64d05"
 FALLBACK = "Sorry, one moment please."
 QUESTION = [Turn("user", "Can you book a table for two tonight?")]
-FAULT_LIMIT_MS = 300
-"""The time limit a test's broken service runs into: a hundred times what the stand-in on
-loopback takes to answer, so only the fault reaches it."""
-LIMIT_MS = 30_000
-"""Every other time limit: far beyond anything on loopback, however busy the machine."""
-
-
-@pytest.fixture
-def api_key(monkeypatch: pytest.MonkeyPatch) -> str:
-    monkeypatch.setenv(KEY_ENV, KEY)
-    return KEY
-
-
-@pytest.fixture
-async def fake() -> AsyncIterator[FakeOpenAI]:
-    async with FakeOpenAI() as server:
-        yield server
-
-
-def settings(base_url: str, **changes: object) -> OpenAIOptions:
-    """Time limits that only a fault reaches: ``LIMIT_MS``, but for the ones a test makes short
-    (``FAULT_LIMIT_MS``) because its fault is to run into them."""
-    values: dict[str, object] = {
-        "base_url": base_url,
-        "model": "mercury-2",
-        "api_key_env": KEY_ENV,
-        "connect_timeout_ms": LIMIT_MS,
-        "first_piece_timeout_ms": LIMIT_MS,
-        "stall_timeout_ms": LIMIT_MS,
-        "reply_timeout_ms": LIMIT_MS,
-    }
-    return OpenAIOptions.model_validate(values | changes)
 
 
 async def reply(

@@ -5,26 +5,18 @@ calls and results sent on the next round."""
 from __future__ import annotations
 
 import logging
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import Sequence
 
 import pytest
+from openai_service import FAULT_LIMIT_MS, settings
 
 from cadence.llm import ReplyPiece, Turn
 from cadence.llm.dialogue import ToolCall
-from cadence.llm.options import OpenAIOptions
 from cadence.llm.remote import create_openai_generator
 from cadence.llm.tools import ToolChoice, ToolSpec
 from cadence.tooling.emulators.openai import FakeOpenAI, Stream, StreamedCall, ToolCalls
 
-KEY_ENV = "CADENCE_TEST_OPENAI_KEY"
-KEY = "sk-cadence-test-5b81d0e4c2a9f736"
 QUESTION = [Turn("user", "Is it raining in Paris? And book a table for two, please.")]
-FAULT_LIMIT_MS = 300
-"""The time limit a test's service runs into (or, stalling after a call, would run into): a
-hundred times what the stand-in on loopback takes to answer."""
-LIMIT_MS = 30_000
-"""Every other time limit: far beyond anything on loopback, however busy the machine."""
-
 WEATHER = ToolSpec(
     "get_weather",
     "The current weather in a city; use it when the caller asks about the weather.",
@@ -45,31 +37,6 @@ BOOKING = ToolSpec(
 )
 WEATHER_ARGS = '{"city": "Paris"}'
 BOOKING_ARGS = '{"party": 2, "time": "19:30", "note": "by the window, \\"quiet\\" – merci"}'
-
-
-@pytest.fixture
-def api_key(monkeypatch: pytest.MonkeyPatch) -> str:
-    monkeypatch.setenv(KEY_ENV, KEY)
-    return KEY
-
-
-@pytest.fixture
-async def fake() -> AsyncIterator[FakeOpenAI]:
-    async with FakeOpenAI() as server:
-        yield server
-
-
-def settings(base_url: str, **changes: object) -> OpenAIOptions:
-    values: dict[str, object] = {
-        "base_url": base_url,
-        "model": "mercury-2",
-        "api_key_env": KEY_ENV,
-        "connect_timeout_ms": LIMIT_MS,
-        "first_piece_timeout_ms": LIMIT_MS,
-        "stall_timeout_ms": LIMIT_MS,
-        "reply_timeout_ms": LIMIT_MS,
-    }
-    return OpenAIOptions.model_validate(values | changes)
 
 
 async def reply(

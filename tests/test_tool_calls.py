@@ -18,12 +18,12 @@ from pathlib import Path
 from typing import Annotated, Any, TypeVar
 
 import pytest
+from openai_service import FAULT_LIMIT_MS, LIMIT_MS, settings
 from pydantic import Field
 
 from cadence.core.clock import Clock, MonotonicClock, VirtualClock
 from cadence.llm import ReplyPiece, Turn, TurnGenerator
 from cadence.llm.dialogue import ToolCall
-from cadence.llm.options import OpenAIOptions
 from cadence.llm.remote import create_openai_generator
 from cadence.llm.tools import ToolChoice, ToolSpec
 from cadence.pipeline.config import (
@@ -67,11 +67,6 @@ from cadence.tooling.emulators.openai import FakeOpenAI, Stream, StreamedCall, T
 
 F = TypeVar("F", bound=Frame)
 
-KEY_ENV = "CADENCE_TEST_OPENAI_KEY"
-LIMIT_MS = 30_000
-"""Every time limit no test is meant to reach: far beyond anything on loopback."""
-FAULT_LIMIT_MS = 300
-"""The limit a test's broken tool runs into (a tool that never returns)."""
 WAIT_S = 20.0
 """How long a test waits for an event that follows from what it did."""
 
@@ -254,26 +249,11 @@ def engine_of(
 
 
 @pytest.fixture
-async def fake() -> AsyncIterator[FakeOpenAI]:
-    async with FakeOpenAI() as server:
-        yield server
-
-
-@pytest.fixture
 def remote(
-    fake: FakeOpenAI, monkeypatch: pytest.MonkeyPatch
+    fake: FakeOpenAI, api_key: str
 ) -> Callable[[Sequence[Tool], ToolsConfig | None], Engine]:
     """A turn engine over the `openai` backend talking to ``fake``."""
-    monkeypatch.setenv(KEY_ENV, "sk-cadence-test-tools")
-    options = OpenAIOptions(
-        base_url=fake.base_url,
-        model="mercury-2",
-        api_key_env=KEY_ENV,
-        connect_timeout_ms=LIMIT_MS,
-        first_piece_timeout_ms=LIMIT_MS,
-        stall_timeout_ms=LIMIT_MS,
-        reply_timeout_ms=LIMIT_MS,
-    )
+    options = settings(fake.base_url)
 
     def make(tools: Sequence[Tool], tools_config: ToolsConfig | None = None) -> Engine:
         clock = MonotonicClock()
@@ -635,25 +615,32 @@ async def settle() -> None:
         await asyncio.sleep(0)
 
 
-async def test_the_filler_is_spoken_once_when_a_slow_tool_keeps_the_caller_waiting(
-    running: Callable[[Engine], Engine],
-) -> None:
+async def slow_stock_call(
+    running: Callable[[Engine], Engine], said_first: str, answer: str
+) -> tuple[Engine, VirtualClock, asyncio.Event]:
+    """A call on a virtual clock whose model says ``said_first``, asks a stock tool that
+    waits for the returned event, then says ``answer``; the caller has just asked."""
     clock, release = VirtualClock(), asyncio.Event()
 
     @tool(read_only=True)
-    async def check_stock(item: str) -> dict[str, int]:
-        """How many of an item are in stock."""
+    async def check_stock(item: str) -> dict[str, bool]:
+        """Whether an item is in stock."""
         await release.wait()
-        return {"in_stock": 3}
+        return {"in_stock": True}
 
-    generator = ScriptedGenerator(
-        clock,
-        [("", (ToolCall("c1", "check_stock", '{"item": "kettle"}'),)), ("We have three.", ())],
-    )
+    call = ToolCall("c1", "check_stock", '{"item": "kettle"}')
+    generator = ScriptedGenerator(clock, [(said_first, (call,)), (answer, ())])
     config = ToolsConfig(filler_after_ms=700, filler="One moment.", timeout_ms=LIMIT_MS)
     engine = await started(engine_of(generator, [check_stock], clock, tools_config=config), running)
     await engine.says("Do you have kettles?")
     await settle()
+    return engine, clock, release
+
+
+async def test_the_filler_is_spoken_once_when_a_slow_tool_keeps_the_caller_waiting(
+    running: Callable[[Engine], Engine],
+) -> None:
+    engine, clock, release = await slow_stock_call(running, "", "We have some.")
     committed_ms = clock.now_ms()
     await clock.advance(699)
     await settle()
@@ -661,42 +648,29 @@ async def test_the_filler_is_spoken_once_when_a_slow_tool_keeps_the_caller_waiti
     await clock.advance(1)
     await settle()
     [filler] = engine.seen.of(TextPieceFrame)
-    assert (filler.text, filler.at_ms) == ("One moment.", committed_ms + 700)
+    assert (filler.text, filler.at_ms, filler.flush) == ("One moment.", committed_ms + 700, True)
     await clock.advance(5000)
     await settle()
     assert engine.seen.spoken() == "One moment."  # once per turn
     release.set()
     await engine.seen.until(lambda: bool(engine.seen.of(EndOfReplyFrame)))
-    assert engine.seen.spoken() == "One moment. We have three."
+    assert engine.seen.spoken() == "One moment. We have some."
     assert engine.stage.history[1].text == "One moment."  # said while the tool ran
 
 
 async def test_no_filler_when_the_model_spoke_before_its_call(
     running: Callable[[Engine], Engine],
 ) -> None:
-    clock, release = VirtualClock(), asyncio.Event()
-
-    @tool(read_only=True)
-    async def check_stock(item: str) -> dict[str, int]:
-        """How many of an item are in stock."""
-        await release.wait()
-        return {"in_stock": 0}
-
-    generator = ScriptedGenerator(
-        clock,
-        [
-            ("Let me look.", (ToolCall("c1", "check_stock", '{"item": "kettle"}'),)),
-            ("None left.", ()),
-        ],
-    )
-    engine = await started(engine_of(generator, [check_stock], clock), running)
-    await engine.says("Do you have kettles?")
+    engine, clock, release = await slow_stock_call(running, "Let me look", "We have some.")
+    [words, pause] = engine.seen.of(TextPieceFrame)
+    assert (words.text, words.flush) == ("Let me look", False)
+    assert (pause.text, pause.flush) == ("", True)  # said now, though no phrase ends there
     await clock.advance(3000)
     await settle()
-    assert engine.seen.spoken() == "Let me look."
+    assert engine.seen.spoken() == "Let me look"
     release.set()
     await engine.seen.until(lambda: bool(engine.seen.of(EndOfReplyFrame)))
-    assert engine.seen.spoken() == "Let me look. None left."
+    assert engine.seen.spoken() == "Let me look We have some."
 
 
 async def test_a_tool_that_acts_waits_for_the_commit_and_a_lookup_does_not(
