@@ -8,6 +8,7 @@ from typing import Any
 from cadence.pipeline.events import (
     AgentTextEvent,
     BargeInEvent,
+    HangUpEvent,
     ReplyPlayedEvent,
     SessionEvent,
     TraceEvent,
@@ -48,6 +49,9 @@ def page_event(event: SessionEvent) -> Event | None:
             }
         case ReplyPlayedEvent(reply_index):
             return {"type": "turn", "state": "played", "reply_index": reply_index}
+        case HangUpEvent(reason, _):
+            # The agent ended the call: the page shows it, then the socket closes normally.
+            return {"type": "hangup", "reason": reason}
         case TraceEvent(trace):
             return {"type": "trace", "trace": trace.model_dump(mode="json", by_alias=True)}
         case _:

@@ -11,6 +11,10 @@ Anything else — a binary frame, text that is not a JSON object, an unknown typ
 offer, an offer that is too large or carries video or data channels — is a
 :class:`SignalingError`: the server answers with an ``error`` event and closes the socket.
 Every check is on the raw text, before aiortc parses the SDP.
+
+The server's messages are ``hello``, ``answer``, ``error`` and the session's events
+(``page_events.py``); its ``hangup`` (with the ``reason``) says the agent ended the call, and
+the socket then closes normally.
 """
 
 from __future__ import annotations

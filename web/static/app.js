@@ -367,11 +367,22 @@ function onServerEvent(call, event) {
       call.error = event;
       setStatus(event.code === "busy" ? "refused" : "error", event.message);
       break;
+    case "hangup": // the agent ended the call; the socket closes next, and endCall follows
+      call.hungUp = event;
+      break;
   }
 }
 
 async function startCall() {
-  const call = { pc: null, ws: null, mic: null, error: null, meterTimer: null, audioContext: null };
+  const call = {
+    pc: null,
+    ws: null,
+    mic: null,
+    error: null,
+    hungUp: null,
+    meterTimer: null,
+    audioContext: null,
+  };
   state.call = call;
   ui.talk.textContent = "Hang up";
   setStatus("connecting", "Connecting…");
@@ -425,7 +436,9 @@ function endCall(call, closeEvent) {
     call.ws.send(JSON.stringify({ type: "hangup" }));
     call.ws.close();
   }
-  if (!call.error) {
+  if (call.hungUp) {
+    setStatus("ended", "The agent ended the call");
+  } else if (!call.error) {
     const why = closeEvent && closeEvent.code !== 1000 && closeEvent.reason ? ` (${closeEvent.reason})` : "";
     setStatus("ended", `Call ended${why}`);
   }

@@ -11,6 +11,9 @@ before the call is admitted — the calls in progress are keyed by that name
   not closed, as nobody is left to hear the rest of the reply;
 * an error frame — Asterisk gave up on the call: logged with its code, and the call ends.
 
+When the agent hangs up (its goodbye handed over to the end), or the server closes, Asterisk
+gets a hang-up frame and the socket is closed: the dialplan goes on after ``AudioSocket()``.
+
 Reply audio goes out as audio frames of 20 ms, written as the playout stage hands them over —
 in real time, since AudioSocket has no marks and no way to flush what Asterisk buffered. A
 frame that breaks the protocol ends only its own call: the reason is logged, Asterisk gets a
@@ -52,6 +55,9 @@ UUID_TIMEOUT_S = 5.0
 
 DRAIN_TIMEOUT_S = 2.0
 """A peer that has taken no reply audio for this long has stopped reading; its call ends."""
+
+DISCARD_BYTES = 64 * 1024
+"""How much of what Asterisk still sends after a hang-up is read (and dropped) at a time."""
 
 MAX_BUFFERED_BYTES = 8 * 1024
 """Reply audio (about half a second) waiting for the kernel to take it before ``drain``
@@ -115,7 +121,8 @@ class AudioSocketCall(Call):
         self._receiver: asyncio.Task[None] | None = None
 
     def hang_up(self, reason: str) -> None:
-        """End the call from this side (the server is closing): Asterisk gets a hang-up."""
+        """End the call from this side (the agent hung up, or the server is closing): Asterisk
+        gets a hang-up frame, then the socket closes."""
         self._end(reason, hang_up=True)
 
     # --- while the call runs ------------------------------------------------------------------
@@ -185,9 +192,10 @@ class AudioSocketCall(Call):
     async def _stop_reading(self) -> None:
         if self._receiver is not None:
             self._receiver.cancel()
+            await asyncio.wait([self._receiver])  # the reader is then free for the close
 
     async def _close(self) -> None:
-        await close_connection(self._writer, hang_up=self._hang_up)
+        await close_connection(self._reader, self._writer, hang_up=self._hang_up)
 
 
 def report_end(metrics: ServerMetrics, name: str, reason: str, kind: ErrorKind | None) -> None:
@@ -219,16 +227,25 @@ async def read_call_id(reader: asyncio.StreamReader) -> str | None:
             )
 
 
-async def close_connection(writer: asyncio.StreamWriter, *, hang_up: bool) -> None:
+async def close_connection(
+    reader: asyncio.StreamReader, writer: asyncio.StreamWriter, *, hang_up: bool
+) -> None:
     """Close the connection, after a hang-up frame if ``hang_up``; a peer that does not take
-    what is left within ``CLOSE_TIMEOUT_S`` is cut off."""
-    if hang_up and not writer.is_closing():
-        writer.write(encode_frame(Hangup()))
-    writer.close()
+    what is left within ``CLOSE_TIMEOUT_S`` is cut off.
+
+    After a hang-up our side is shut, and what Asterisk still sends (audio, until it reads the
+    hang-up) is read and dropped until it closes its own: a socket closed with data unread is
+    reset, and the reset can reach Asterisk before the hang-up frame is read."""
     try:
         async with asyncio.timeout(CLOSE_TIMEOUT_S):
+            if hang_up and not writer.is_closing():
+                writer.write(encode_frame(Hangup()))
+                writer.write_eof()
+                while await reader.read(DISCARD_BYTES):
+                    pass
+            writer.close()
             await writer.wait_closed()
-    except (TimeoutError, ConnectionError):
+    except (TimeoutError, OSError):  # OSError: the peer is gone already (ENOTCONN, a reset)
         writer.transport.abort()
 
 
@@ -279,10 +296,10 @@ class AudioSocketListener:
                 await self._admit(reader, writer, name)
             else:
                 logger.warning("%s: refused: not in telephony.audiosocket_allow", name)
-                await close_connection(writer, hang_up=True)
+                await close_connection(reader, writer, hang_up=True)
         except Exception:
             logger.exception("%s: the connection failed", name)
-            await self._turn_away(writer, name, "internal error", ErrorKind.INTERNAL)
+            await self._turn_away(reader, writer, name, "internal error", ErrorKind.INTERNAL)
         finally:
             del self._connections[task]
             if not writer.is_closing():  # cancelled before it was served
@@ -295,19 +312,21 @@ class AudioSocketListener:
         try:
             call_id = await read_call_id(reader)
         except AudioSocketProtocolError as exc:
-            await self._turn_away(writer, name, f"protocol error: {exc}", ErrorKind.TELEPHONY)
+            await self._turn_away(
+                reader, writer, name, f"protocol error: {exc}", ErrorKind.TELEPHONY
+            )
             return
         except ConnectionError as exc:
-            await self._turn_away(writer, name, f"the connection was lost ({exc!r})")
+            await self._turn_away(reader, writer, name, f"the connection was lost ({exc!r})")
             return
         if call_id is None:
-            await self._turn_away(writer, name, "the caller hung up before the UUID")
+            await self._turn_away(reader, writer, name, "the caller hung up before the UUID")
         elif call_id in admission.calls:
             reason = f"protocol error: {call_id} is connected already"
-            await self._turn_away(writer, name, reason, ErrorKind.TELEPHONY)
+            await self._turn_away(reader, writer, name, reason, ErrorKind.TELEPHONY)
         elif admission.full:
             reason = f"refused: the server is full ({admission.limit} calls)"
-            await self._turn_away(writer, call_id, reason, ErrorKind.REFUSED)
+            await self._turn_away(reader, writer, call_id, reason, ErrorKind.REFUSED)
         else:
             call = AudioSocketCall(reader, writer, admission.context, call_id=call_id)
             self._connections[_current_task()] = call
@@ -315,6 +334,7 @@ class AudioSocketListener:
 
     async def _turn_away(
         self,
+        reader: asyncio.StreamReader,
         writer: asyncio.StreamWriter,
         name: str,
         reason: str,
@@ -322,7 +342,7 @@ class AudioSocketListener:
     ) -> None:
         """Serve no call on this connection: log why, hang up and close."""
         report_end(self._admission.metrics, name, reason, kind)
-        await close_connection(writer, hang_up=True)
+        await close_connection(reader, writer, hang_up=True)
 
 
 def _current_task() -> asyncio.Task[None]:

@@ -2,16 +2,18 @@
 WebRTC, a Twilio Media Stream, an Asterisk AudioSocket connection — from the moment its
 transport admits it (``admission.py``) to the moment nothing of it is left.
 
-``run`` serves the caller until the call ends, whatever the way it ends (a hang-up, a broken
-protocol, a failed session or connection, a peer that simply vanished), then releases
-everything the call started, in an order that loses nothing: the caller's audio first, so
-that nothing more reaches the session; then the session, cancelled, whose last events (its
-last trace among them) are still handed on to ``on_event``; then the connection, given
-``CLOSE_TIMEOUT_S`` to take what is left; then every task the call started. When ``run``
-returns no task of the call runs and nothing of its transport references it.
+``run`` serves the caller until the call ends, whatever the way it ends (the caller or the
+agent hanging up, a broken protocol, a failed session or connection, a peer that simply
+vanished), then releases everything the call started, in an order that loses nothing: the
+caller's audio first, so that nothing more reaches the session; then the session, cancelled,
+whose last events (its last trace among them) are still handed on to ``on_event``; then the
+connection, given ``CLOSE_TIMEOUT_S`` to take what is left; then every task the call
+started. When ``run`` returns no task of the call runs and nothing of its transport
+references it.
 
 What is the same for every transport is written here once; a subclass supplies only what
 differs: how to read its wire (``_serve``), its audio output (handed to ``_open_session``),
+how it hangs up (``hang_up``: the agent ended the call, a ``HangUpEvent`` of the session),
 how it tells its peer that the call failed (``_fail``) and how it closes its connection
 (``_close``). ``WebsocketCall`` adds what the two websocket transports share: an outbox
 written by one task, so that the pipeline never waits on a slow peer.
@@ -30,7 +32,7 @@ from websockets.asyncio.server import ServerConnection
 from websockets.exceptions import ConnectionClosed
 
 from cadence.pipeline.agent import Agent
-from cadence.pipeline.events import EventHandler, SessionEvent
+from cadence.pipeline.events import EventHandler, HangUpEvent, SessionEvent
 from cadence.pipeline.pipeline import StageFailedError
 from cadence.pipeline.session import VoiceSession
 from cadence.pipeline.stages.playout import AudioOutput
@@ -139,6 +141,13 @@ class Call(ABC):
         else that raises is a bug, ended as ``INTERNAL``."""
 
     @abstractmethod
+    def hang_up(self, reason: str) -> None:
+        """End the call from this side, as the transport ends a call that went well: the peer
+        is told the call is over (what is queued for it still goes out), ``_serve`` returns
+        and the call is released as after any other ending. Called when the agent hangs up,
+        its goodbye heard (``HangUpEvent``); ``reason`` is the session's."""
+
+    @abstractmethod
     def _fail(self, kind: ErrorKind) -> None:
         """End the call from this side for an error of ``kind`` — ``INTERNAL`` (a bug) or
         ``SESSION_FAILED`` (a stage raised): counted in the metrics, told to the peer as the
@@ -186,6 +195,10 @@ class Call(ABC):
     async def _forward(self, session: VoiceSession) -> None:
         async for event in session.events:
             self._hand_on(event)
+            if isinstance(event, HangUpEvent):
+                # Handed on first: the peer may be told of it (the page is) before the close.
+                self._log.info("%s: hanging up: %s", self.call_id, event.reason)
+                self.hang_up(event.reason)
 
     async def _watch(self, session: VoiceSession) -> None:
         try:
@@ -216,6 +229,11 @@ class WebsocketCall(Call):
     peer_left: ClassVar[str] = "the peer left"
     """What the log says of a peer that dropped the connection."""
 
+    hung_up: ClassVar[str] = "hung up"
+    """The reason of the close frame when the agent hangs up: short and fixed, as a close
+    frame holds 123 bytes of it and the session's reason may be anything an application
+    wrote."""
+
     def __init__(
         self, websocket: ServerConnection, context: CallContext, *, call_id: str, max_queued: int
     ) -> None:
@@ -236,6 +254,11 @@ class WebsocketCall(Call):
     async def _converse(self) -> None:
         """Read the peer's messages until the call ends (a dropped connection ends it
         too)."""
+
+    def hang_up(self, reason: str) -> None:
+        """Close the websocket normally once what is queued went out; the peer's reading ends
+        with it, and so does ``_converse``."""
+        self._outbox.close(CloseCode.NORMAL, self.hung_up)
 
     async def _close(self) -> None:
         self._outbox.close(CloseCode.NORMAL, self.end_reason)

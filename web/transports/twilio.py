@@ -16,6 +16,10 @@ playback ledger what the caller heard; on barge-in a ``clear`` flushes Twilio's 
 the agent's turn in the history is cut to the marks echoed by then. Twilio echoes the marks
 it flushed as well; those no longer count.
 
+When the agent hangs up (``end_call``, once the goodbye's last mark came back), the server
+closes the websocket normally (1000) after what is queued; Twilio then moves past the
+``<Connect>`` of the TwiML, and as ``twiml`` puts nothing after it, the call ends.
+
 Bad input never ends other calls and rarely this one (``docs/telephony.md`` has the table):
 a message that cannot be understood, or that comes out of order, is logged and ignored; a
 stream that cannot work (no ``streamSid``, a media format other than μ-law 8 kHz mono) is
@@ -253,7 +257,6 @@ class TwilioCall(WebsocketCall):
         try:
             await self._open()
             await self._read_stream()
-            self._log.info("%s: stream stopped", self.call_id)
         except TwilioCallError as exc:
             self._log.warning("%s: closing the stream: %s", self.call_id, exc.reason)
             self._count(ErrorKind.TELEPHONY)
@@ -275,6 +278,7 @@ class TwilioCall(WebsocketCall):
         await self._open_session(self._output, SAMPLE_RATE, overlay=overlay)
 
     async def _read_stream(self) -> None:
+        """Read the stream to its ``stop``, or to its close (Twilio's, or ours: ``hang_up``)."""
         async for raw in self._ws:
             _within(self._rate)
             try:
@@ -283,6 +287,7 @@ class TwilioCall(WebsocketCall):
                 self._bad.ignore(str(exc))
                 continue
             if isinstance(message, StopMessage):
+                self._log.info("%s: stream stopped", self.call_id)
                 return
             try:
                 await self._handle(message)
@@ -364,7 +369,9 @@ async def accept(websocket: ServerConnection, admission: Admission) -> None:
 
 def twiml(access: AccessPolicy, request: Request, *, stream_path: str) -> Response:
     """The TwiML that connects a call to this server's Media Stream (docs/security.md);
-    an ``overlay`` query parameter becomes the stream's parameter of that name."""
+    an ``overlay`` query parameter becomes the stream's parameter of that name. Nothing
+    follows the ``<Connect>``: once the stream is closed the call ends, which is how the agent
+    hangs up (``TwilioCall.hang_up``)."""
     base = access.public_url(request, scheme="wss")
     if base is None:
         return text_response(HTTPStatus.BAD_REQUEST, "no Host to point the stream at")

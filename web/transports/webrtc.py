@@ -4,12 +4,13 @@ opening (``/ws``) to its close, as one voice session.
 ``accept`` admits each visitor as a ``WebRTCCall`` (or, past the session limit, sends a
 ``busy`` error instead of ``hello``). The call speaks the page's signaling protocol
 (``web/signaling.py``): ``hello``, the browser's ``offer``, our ``answer``; then events for
-the page until a ``hangup`` or the socket closes. Its media is a ``WebRTCPeer``: the
-browser offers one audio stream (send and receive); the answer attaches a
-:class:`PacedAudioTrack` to it. Every frame the browser sends is decoded by aiortc (Opus,
-48 kHz, usually stereo), mixed down to mono 16-bit and fed to the session as it is; the
-session resamples. No STUN or TURN server is configured: the demo serves visitors that can
-reach this machine's own addresses.
+the page until the visitor's ``hangup`` or the socket closes — or until the agent hangs up:
+then the page gets a ``hangup`` of ours, the socket closes normally (1000) and the peer
+connection is closed. Its media is a ``WebRTCPeer``: the browser offers one audio stream
+(send and receive); the answer attaches a :class:`PacedAudioTrack` to it. Every frame the
+browser sends is decoded by aiortc (Opus, 48 kHz, usually stereo), mixed down to mono 16-bit
+and fed to the session as it is; the session resamples. No STUN or TURN server is
+configured: the demo serves visitors that can reach this machine's own addresses.
 
 Events for the page are queued and written by one task (``WebsocketCall``), so that the
 pipeline never waits on a slow browser and the events reach the page in the order they
