@@ -37,6 +37,7 @@ from cadence.pipeline.end_of_turn import EndOfTurnDetector
 from cadence.pipeline.frames import (
     BargeInFrame,
     DTMFFrame,
+    EndCallFrame,
     EndOfReplyFrame,
     EndpointFrame,
     FinalTranscriptFrame,
@@ -748,6 +749,35 @@ async def test_end_call_hangs_up_once_the_goodbye_was_heard(
     engine.ledger.finish(0)
     await engine.seen.until(lambda: bool(engine.seen.of(HangUpFrame)))
     assert engine.seen.spoken() == "Thanks for calling, goodbye!"
+
+
+async def test_the_application_ending_the_call_lets_the_reply_finish_first(
+    running: Callable[[Engine], Engine],
+) -> None:
+    clock, release = VirtualClock(), asyncio.Event()
+
+    @tool(read_only=True)
+    async def lookup(name: str) -> str:
+        """Look it up."""
+        await release.wait()
+        return "found"
+
+    call = ToolCall("c1", "lookup", '{"name": "Ann"}')
+    generator = ScriptedGenerator(clock, [("Let me see.", (call,)), ("Found it.", ())])
+    engine = await started(engine_of(generator, [lookup], clock), running)
+    await engine.says("Is Ann booked?")
+    await settle()
+    await engine.pipeline.queue(EndCallFrame(reason="closing time", at_ms=clock.now_ms()))
+    release.set()
+    await engine.seen.until(lambda: bool(engine.seen.of(EndOfReplyFrame)))
+    assert engine.seen.spoken() == "Let me see. Found it."  # the answer, not a goodbye
+    assert engine.seen.of(HangUpFrame) == []
+    engine.ledger.finish(0)
+    await engine.seen.until(lambda: bool(engine.seen.of(HangUpFrame)))
+    await engine.pipeline.queue(EndCallFrame(reason="again", at_ms=clock.now_ms()))
+    await settle()
+    [hang_up] = engine.seen.of(HangUpFrame)  # once
+    assert hang_up.reason == "closing time"
 
 
 async def test_end_call_without_words_says_the_configured_goodbye(

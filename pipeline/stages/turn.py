@@ -131,7 +131,10 @@ class _ReplyAttempt:
     """A tool that acts ran for it: the reply is part of the conversation now, heard or not."""
     filler: asyncio.Task[None] | None = None
     ends_call: str | None = None
-    """Why the call ends once this reply has been heard (``end_call``)."""
+    """Why the call ends once this reply has been heard (``end_call``, or the application)."""
+    goodbye: bool = False
+    """A tool ended the call: the reply's words so far are its goodbye, and no round
+    follows."""
     hang_up: asyncio.Task[None] | None = None
 
 
@@ -192,6 +195,7 @@ class TurnStage(Stage):
         self._overheard: _Overheard | None = None
         self._ignore_utterance = False
         """The utterance in progress was judged a backchannel: its transcript is no turn."""
+        self._hung_up = False
 
     async def process(self, frame: Frame) -> None:
         match frame:
@@ -375,7 +379,7 @@ class TurnStage(Stage):
         self._ledger.forget(reply.reply_index)
         await self._abandon_tools(reply, "the caller interrupted")
         if reply.ends_call is not None:  # the caller spoke over the goodbye: the call goes on
-            reply.ends_call = None
+            reply.ends_call, reply.goodbye = None, False
             self._answer_calls(reply, "end_call", {"status": "not ended: the caller spoke"})
         if reply.history_at is not None:
             del self.history[reply.history_at + 1 :]
@@ -451,7 +455,7 @@ class TurnStage(Stage):
                 conversation.append(Turn("agent", round_.text, tool_calls=calls))
                 results = await self._run_calls(reply, number, round_)
                 conversation += [Turn("tool", r.content, tool_call_id=r.call.id) for r in results]
-                if reply.ends_call is not None:
+                if reply.goodbye:
                     break  # the goodbye is what was said with the call (or tools.goodbye)
         except Exception as exc:  # the generator failed, or went quiet past its limit
             reply.error = (
@@ -464,7 +468,7 @@ class TurnStage(Stage):
         if not reply.text.strip():
             if reply.error is not None:
                 last_words = self._faults.reply_fallback
-            elif reply.ends_call is not None:
+            elif reply.goodbye:
                 last_words = self._tools_config.goodbye
         await self._finish(reply, last_words)
 
@@ -593,13 +597,18 @@ class TurnStage(Stage):
             if reply.done and reply.hang_up is None:
                 reply.hang_up = self.spawn(self._hang_up_when_heard(reply), name="hang-up")
             return
-        await self.push(HangUpFrame(reason=reason, at_ms=self._clock.now_ms()))
+        await self._hang_up(reason)
 
     async def _hang_up_when_heard(self, reply: _ReplyAttempt) -> None:
         await reply.committed_event.wait()
         await self._ledger.wait_finished(reply.reply_index)
-        reason = reply.ends_call or "the agent ended the call"
-        await self.push(HangUpFrame(reason=reason, at_ms=self._clock.now_ms()))
+        await self._hang_up(reply.ends_call or "the agent ended the call")
+
+    async def _hang_up(self, reason: str) -> None:
+        """Once: the application and the model may both end the call."""
+        if not self._hung_up:
+            self._hung_up = True
+            await self.push(HangUpFrame(reason=reason, at_ms=self._clock.now_ms()))
 
     async def _speak(self, reply: _ReplyAttempt, text: str) -> None:
         """A reply of fixed words."""
@@ -723,5 +732,6 @@ class TurnStage(Stage):
 
 
 def _end_after(reply: _ReplyAttempt, reason: str) -> None:
-    """``end_call``: the call ends once this reply has been heard."""
+    """A tool ends the call: once this reply, its goodbye, has been heard."""
     reply.ends_call = reason
+    reply.goodbye = True
