@@ -199,12 +199,24 @@ async def test_the_caller_barges_in_from_the_browser(tmp_path: Path) -> None:
         )
         await page.screenshot(path=ARTIFACTS / "barge_in.png", full_page=True)
         traces = await page_state(page, "window.cadence.traces")
+        cards = await page.locator("#waterfall figure.turn").evaluate_all(
+            "cards => cards.map(c => [Number(c.dataset.turn), c.dataset.outcome, c.innerText])"
+        )
         await page.get_by_role("button", name="Hang up").click()
         await wait_until(lambda: not server.calls, "the server to end the call")
 
     interrupted = next(t for t in traces if "interrupted" in t["events"])
     assert interrupted["annotations"]["transcript"]
     assert "heard" in interrupted["annotations"]
+    # The turn's card says what became of it, as the server counted it.
+    outcome = next(
+        e["outcome"]
+        for e in wire.events
+        if e["type"] == "trace" and e["trace"]["turn"] == interrupted["turn"]
+    )
+    [(_, shown, card)] = [c for c in cards if c[0] == interrupted["turn"]]
+    assert shown == outcome
+    assert {"interrupted": "You cut in", "talked_over": "Talked over you"}[outcome] in card
     assert silenced_s <= MAX_SILENCED_S
     assert after["packets"] > before["packets"], "the track goes on (silence) after a barge-in"
     figures = {"reply_audio_stopped_after_event_s": silenced_s}

@@ -17,6 +17,12 @@ from cadence.pipeline.events import (
     TurnWithdrawnEvent,
     VoiceActivityEvent,
 )
+from cadence.pipeline.tracing import (
+    ANSWERED_IN_TIME,
+    TurnTrace,
+    talked_over_by_ms,
+    turn_outcome,
+)
 
 Event = dict[str, Any]
 """One JSON object sent to the page; ``type`` names it."""
@@ -53,6 +59,20 @@ def page_event(event: SessionEvent) -> Event | None:
             # The agent ended the call: the page shows it, then the socket closes normally.
             return {"type": "hangup", "reason": reason}
         case TraceEvent(trace):
-            return {"type": "trace", "trace": trace.model_dump(mode="json", by_alias=True)}
+            return trace_event(trace)
         case _:
             return None
+
+
+def trace_event(trace: TurnTrace) -> Event:
+    """A finished turn for the page, with what became of it as the server's reports and
+    metrics count it (``pipeline/tracing/outcomes.py``), so that the page shows the same
+    outcomes and times the same turns rather than guessing from the anchors."""
+    outcome = turn_outcome(trace)
+    return {
+        "type": "trace",
+        "trace": trace.model_dump(mode="json", by_alias=True),
+        "outcome": outcome.value,
+        "answered_in_time": outcome in ANSWERED_IN_TIME,
+        "talked_over_by_ms": talked_over_by_ms(trace),
+    }

@@ -39,6 +39,10 @@ CONTENT_TYPES = {
 }
 """The only kinds of file the page is made of; anything else under ``static/`` is not served."""
 
+FAVICON = "favicon.svg"
+"""The page's icon, also answered at ``/favicon.ico``, where browsers and other clients look
+for one without being told."""
+
 
 AccessCheck = Callable[[AccessPolicy, Request], Refusal | None]
 """Whether a request may have what it asks for: ``None``, or why it is turned away. Run on
@@ -101,6 +105,8 @@ class Routes:
         path = unquote(raw)
         if path == "/":
             return self._static("index.html")
+        if path == "/favicon.ico":
+            return self._static(FAVICON)
         if path.startswith("/static/"):
             return self._static(path.removeprefix("/static/"))
         if path == "/healthz":

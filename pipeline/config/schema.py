@@ -252,6 +252,29 @@ Network = Annotated[str, AfterValidator(_network)]
 """An IP address or network (`10.0.0.0/24`)."""
 
 
+def _default_page_examples() -> list[str]:
+    return [
+        "I need a hotel for two nights.",
+        "Book a table for two at an Italian restaurant tonight.",
+        "Find me a flight to New York next Friday.",
+    ]
+
+
+class PageConfig(Options):
+    """What the demo page tells a visitor the agent can talk about (sent in its `hello`
+    event): it depends on the turn generator, so it lives beside the models' configuration
+    rather than in the page. The defaults describe the embedded model."""
+
+    scope: str = (
+        "It helps book restaurants, hotels, trains, flights and events, and talks about the "
+        "weather: a small model trained on such dialogues, so the places and times it names are "
+        "made up."
+    )
+    """One sentence on what the agent can help with, shown as the call starts."""
+    examples: list[str] = Field(default_factory=_default_page_examples)
+    """A few things a visitor can say to it (two or three)."""
+
+
 class ServerConfig(Options):
     host: str = "127.0.0.1"
     """Interface to bind; loopback by default, so nothing is exposed unless asked."""
@@ -272,6 +295,9 @@ class ServerConfig(Options):
     max_messages_per_s: float = Field(10.0, gt=0, allow_inf_nan=False)
     """Messages a signaling websocket may send per second, with bursts of twice that; past it
     the page gets a `rate_limited` error and the socket closes with 1008. A page sends two."""
+    page: PageConfig = PageConfig()
+    """How the demo page describes the agent: its scope follows the turn generator
+    (`models.llm`), so a configuration that changes one should change the other."""
 
 
 class TelephonyConfig(Options):

@@ -16,11 +16,36 @@ const STAGE_ANCHORS = {
   tts_first_audio: ["llm_first_emit", "tts_first_audio"],
   transport: ["tts_first_audio", "audio_out_first"],
 };
+// A stage that ended before its start anchor was done ahead of time; what that means, in words.
+const READY_EARLY = {
+  stt: "the transcript was decoded during your pause, before the turn was declared over",
+  llm_first_emit: "the reply's first words were generated from the transcript of your pause, before the final one",
+};
+
+// Who has the floor, as the page shows it: the phase, its announcement and a hint.
+const PHASES = {
+  idle: ["Microphone off", "Click Start talking and allow the microphone."],
+  connecting: ["Connecting…", "Allow the microphone when the browser asks."],
+  listening: ["Listening", "Go ahead — say something."],
+  thinking: ["Thinking…", "Your turn is over; the reply is on its way."],
+  speaking: ["Agent speaking", "Speak over it to cut in."],
+};
+const VAD_HINTS = { speech: "Hearing you…", pause: "Hearing you… (pause)" };
+
+// What became of a turn (the server's outcome, docs/report.md), as its card says it.
+const OUTCOMES = {
+  answered: "Answered",
+  interrupted: "You cut in",
+  talked_over: "Talked over you",
+  unanswered: "No reply",
+  failed: "A stage failed",
+};
 
 // Page-side voice-to-voice: levels of the microphone and of the reply, sampled every 10 ms.
 const LOUD_RMS = 0.01; // about −40 dBFS
 const REPLY_QUIET_MS = 400; // the reply starts when it is loud after this much quiet
 const METER_INTERVAL_MS = 10;
+const AXIS_TICKS = 5; // about this many steps on the waterfall's time axis
 
 const params = new URLSearchParams(location.search);
 // Echo cancellation keeps the agent from hearing itself through loudspeakers; tests that play
@@ -37,20 +62,23 @@ const $ = (id) => document.getElementById(id);
 const ui = {
   talk: $("talk"),
   status: $("status"),
-  voice: $("voice"),
-  voiceText: $("voice-text"),
+  phase: $("phase"),
+  phaseText: $("phase-text"),
+  phaseHint: $("phase-hint"),
+  scope: $("scope"),
+  scopeText: $("scope-text"),
+  examples: $("examples"),
   audio: $("agent-audio"),
   conversation: $("conversation"),
   partial: $("partial"),
   waterfall: $("waterfall"),
-  legend: $("legend"),
+  legendStages: $("legend-stages"),
+  legendBudget: $("legend-budget"),
+  budget: $("budget"),
   download: $("download"),
-  stat: {
-    serverP50: $("server-p50"),
-    serverP95: $("server-p95"),
-    pageP50: $("page-p50"),
-    pageP95: $("page-p95"),
-    budget: $("budget"),
+  stats: {
+    server: document.querySelector("#stats [data-source=server]"),
+    page: document.querySelector("#stats [data-source=page]"),
   },
 };
 
@@ -59,7 +87,12 @@ const state = {
   sessionId: null,
   budget: null,
   stages: Object.keys(STAGE_LABELS),
+  phase: "idle",
+  vad: null, // what the voice detector last heard: speech, pause or endpoint
+  openReply: null, // the committed reply not yet played out or cut off
   traces: [],
+  cards: [], // the turns shown in the waterfall: {trace, outcome, answeredInTime, talkedOverByMs}
+  axis: null, // the waterfall's time axis, shared by every card: {lo, hi, step}
   serverV2V: [],
   pageV2V: [],
   turns: new Map(), // turn index → {user, agent, pieces, committed}
@@ -72,9 +105,12 @@ function setStatus(kind, text) {
   ui.status.textContent = text;
 }
 
-function setVoice(kind, text) {
-  ui.voice.dataset.state = kind;
-  ui.voiceText.textContent = text;
+function setPhase(phase) {
+  const [text, hint] = PHASES[phase];
+  state.phase = phase;
+  ui.phase.dataset.phase = phase;
+  if (ui.phaseText.textContent !== text) ui.phaseText.textContent = text; // announced (aria-live)
+  ui.phaseHint.textContent = (phase === "listening" && VAD_HINTS[state.vad]) || hint;
 }
 
 function fmtMs(ms) {
@@ -91,24 +127,40 @@ function percentile(values, p) {
   return sorted[lo] + (sorted[hi] - sorted[lo]) * (rank - lo);
 }
 
+function renderStatsRow(row, values) {
+  row.querySelector(".p50").textContent = fmtMs(percentile(values, 50));
+  row.querySelector(".p95").textContent = fmtMs(percentile(values, 95));
+  row.querySelector(".count").textContent = String(values.length);
+}
+
 function renderStats() {
-  const s = ui.stat;
-  s.serverP50.textContent = fmtMs(percentile(state.serverV2V, 50));
-  s.serverP95.textContent = fmtMs(percentile(state.serverV2V, 95));
-  s.pageP50.textContent = fmtMs(percentile(state.pageV2V, 50));
-  s.pageP95.textContent = fmtMs(percentile(state.pageV2V, 95));
-  s.budget.textContent = state.budget ? fmtMs(state.budget.voice_to_voice) : "–";
+  renderStatsRow(ui.stats.server, state.serverV2V);
+  renderStatsRow(ui.stats.page, state.pageV2V);
+  const budget = state.budget ? fmtMs(state.budget.voice_to_voice) : "–";
+  ui.budget.textContent = budget;
+  ui.legendBudget.textContent = budget;
+}
+
+const stageLabel = (stage) => STAGE_LABELS[stage] ?? stage;
+
+function listItems(texts) {
+  return texts.map((text) => {
+    const item = document.createElement("li");
+    item.textContent = text;
+    return item;
+  });
 }
 
 function renderLegend() {
-  ui.legend.replaceChildren(
-    ...state.stages.map((stage) => {
-      const item = document.createElement("li");
-      item.dataset.stage = stage;
-      item.textContent = STAGE_LABELS[stage] ?? stage;
-      return item;
-    }),
-  );
+  const items = listItems(state.stages.map(stageLabel));
+  items.forEach((item, i) => (item.dataset.stage = state.stages[i]));
+  ui.legendStages.replaceChildren(...items);
+}
+
+function renderScope(scope, examples) {
+  ui.scopeText.textContent = scope;
+  ui.examples.replaceChildren(...listItems(examples.map((text) => `“${text}”`)));
+  ui.scope.hidden = false;
 }
 
 // --- conversation --------------------------------------------------------------------------
@@ -132,6 +184,13 @@ function turn(index) {
   return state.turns.get(index);
 }
 
+// The reply `index` is over (played out, cut off or taken back): the floor is the caller's.
+function closeReply(index) {
+  if (state.openReply !== index) return;
+  state.openReply = null;
+  setPhase("listening");
+}
+
 function onTurn(event) {
   const t = turn(event.reply_index);
   switch (event.state) {
@@ -143,11 +202,14 @@ function onTurn(event) {
       t.agent = message("agent", t.pieces.join(" "));
       t.agent.dataset.state = "speaking";
       ui.partial.textContent = "";
+      state.openReply = event.reply_index;
+      if (state.phase === "listening") setPhase("thinking");
       break;
     case "withdrawn": // the caller went on: this turn continues in the next commit
       t.user?.remove();
       t.agent?.remove();
       state.turns.delete(event.reply_index);
+      closeReply(event.reply_index);
       break;
     case "interrupted":
       if (t.agent) {
@@ -155,9 +217,11 @@ function onTurn(event) {
         const heard = event.heard || "…";
         t.agent.querySelector(".text").textContent = `${heard} — (interrupted)`;
       }
+      closeReply(event.reply_index);
       break;
     case "played":
       if (t.agent) t.agent.dataset.state = "done";
+      closeReply(event.reply_index);
       break;
   }
 }
@@ -168,9 +232,21 @@ function onAgentText(event) {
   if (t.committed && t.agent) t.agent.querySelector(".text").textContent = t.pieces.join(" ");
 }
 
+// The voice detector: the caller speaking (or resuming) has the floor unless the agent is
+// speaking (then only a barge-in, the server's `interrupted`, takes it); the end of their turn
+// starts the wait for the reply.
 function onVad(event) {
-  const labels = { speech: "You are speaking", pause: "Pause…", endpoint: "Turn over" };
-  setVoice(event.state, labels[event.state] ?? event.state);
+  state.vad = event.state;
+  if (state.phase === "speaking") {
+    if (event.state === "speech") ui.phaseHint.textContent = "Hearing you — keep talking to cut in.";
+  } else {
+    setPhase(event.state === "endpoint" ? "thinking" : "listening");
+  }
+}
+
+// The reply's audio is loud in this page: the agent is heard speaking.
+function onReplyLoud() {
+  if (state.openReply !== null && state.phase !== "speaking") setPhase("speaking");
 }
 
 function onTranscript(event) {
@@ -180,24 +256,29 @@ function onTranscript(event) {
 
 // --- waterfall -----------------------------------------------------------------------------
 
-function onTrace(trace) {
+function onTrace(event) {
+  const trace = event.trace;
   state.traces.push(trace);
   ui.download.disabled = false;
-  if (trace.annotations?.withdrawn) return; // a false start, part of the next turn
-  const v2v = trace.latencies_ms.voice_to_voice;
-  if (v2v !== null && v2v !== undefined) state.serverV2V.push(v2v);
-  ui.waterfall.prepend(waterfallFigure(trace));
+  if (event.outcome === "withdrawn") return; // a false start, part of the next turn
+  if (event.answered_in_time) state.serverV2V.push(trace.latencies_ms.voice_to_voice);
+  state.cards.push({
+    trace,
+    outcome: event.outcome,
+    answeredInTime: event.answered_in_time,
+    talkedOverByMs: event.talked_over_by_ms,
+  });
+  renderWaterfall();
   renderStats();
 }
 
-function waterfallFigure(trace) {
+// Each stage's span, in ms from the end of speech (null where an anchor is missing).
+function spans(trace) {
   const events = trace.events;
   const origin = events.user_speech_end;
-  const budget = state.budget ?? {};
-  const v2v = trace.latencies_ms.voice_to_voice;
-  const spans = state.stages.map((stage) => {
+  return state.stages.map((stage) => {
     const [from, to] = STAGE_ANCHORS[stage];
-    const known = from in events && to in events;
+    const known = origin !== undefined && from in events && to in events;
     return {
       stage,
       start: known ? events[from] - origin : null,
@@ -205,70 +286,184 @@ function waterfallFigure(trace) {
       ms: trace.latencies_ms[stage],
     };
   });
-  // The axis covers every anchor and the whole budget.
-  const times = spans.flatMap((s) => (s.start === null ? [] : [s.start, s.end]));
-  const lo = Math.min(0, ...times);
-  const hi = Math.max(budget.voice_to_voice ?? 0, v2v ?? 0, ...times) * 1.05 || 1;
-  const pct = (ms) => `${(((ms - lo) / (hi - lo)) * 100).toFixed(2)}%`;
+}
 
+// A round step (1, 2, 2.5 or 5 × 10^k ms) giving about AXIS_TICKS steps over `range`.
+function niceStep(range) {
+  const raw = range / AXIS_TICKS;
+  const power = 10 ** Math.floor(Math.log10(raw));
+  return [1, 2, 2.5, 5, 10].map((m) => m * power).find((step) => step >= raw);
+}
+
+// One axis for every card, so that a millisecond is as wide in each: it covers every anchor
+// of every turn shown and the whole budget, from a tick at or before 0 to one past the end.
+function sharedAxis() {
+  const times = state.cards.flatMap((card) =>
+    spans(card.trace).flatMap((s) => (s.start === null ? [] : [s.start, s.end])),
+  );
+  const lo = Math.min(0, ...times);
+  const hi = Math.max(state.budget?.voice_to_voice ?? 0, ...times, 1);
+  const step = niceStep(hi - lo);
+  return { lo: Math.floor(lo / step) * step, hi: Math.ceil(hi / step) * step, step };
+}
+
+function renderWaterfall() {
+  state.axis = sharedAxis();
+  ui.waterfall.replaceChildren(...state.cards.map(waterfallFigure).reverse()); // newest first
+}
+
+// Where things go on the shared axis, in % of a track, and its ticks.
+function axisScale({ lo, hi, step }) {
+  return {
+    ticks: Array.from({ length: Math.round((hi - lo) / step) + 1 }, (_, i) => lo + i * step),
+    at: (ms) => ((ms - lo) / (hi - lo)) * 100,
+    wide: (ms) => (ms / (hi - lo)) * 100,
+  };
+}
+
+function span(className, leftPct) {
+  const element = document.createElement("span");
+  element.className = className;
+  element.style.left = `${leftPct.toFixed(2)}%`;
+  return element;
+}
+
+function row(labelText, trackChildren, valueContent) {
+  const element = document.createElement("div");
+  element.className = "row";
+  const label = document.createElement("span");
+  label.className = "label";
+  label.textContent = labelText;
+  const track = document.createElement("span");
+  track.className = "track";
+  track.append(...trackChildren);
+  const value = document.createElement("span");
+  value.className = "value";
+  value.append(...valueContent);
+  element.append(label, track, value);
+  return element;
+}
+
+function axisRow(scale) {
+  const labels = scale.ticks.map((ms) => {
+    const tick = span("tick", scale.at(ms));
+    tick.dataset.ms = String(ms);
+    tick.textContent = String(ms);
+    return tick;
+  });
+  const axis = row("ms after you stopped", labels, ["took / share"]);
+  axis.classList.add("axis");
+  axis.setAttribute("aria-hidden", "true");
+  return axis;
+}
+
+// One stage's row: grid lines, its budget share (starting at `shareAt`), its bar, the budget
+// line, and its figure against its share.
+function stageRow(s, budget, shareAt, scale) {
+  const share = budget[s.stage];
+  const label = stageLabel(s.stage);
+  const ahead = s.ms !== null && s.ms < 0; // done before its start anchor: speculation
+  const marks = scale.ticks.map((ms) => span(ms === 0 ? "grid zero" : "grid", scale.at(ms)));
+  if (share) {
+    const box = span("share", scale.at(shareAt));
+    box.style.width = `${scale.wide(share).toFixed(2)}%`;
+    marks.push(box);
+  }
+  if (s.start !== null) {
+    const bar = span(ahead ? "bar ahead" : "bar", scale.at(Math.min(s.start, s.end)));
+    bar.style.width = `max(2px, ${scale.wide(Math.abs(s.end - s.start)).toFixed(2)}%)`;
+    marks.push(bar);
+  }
+  if (budget.voice_to_voice) marks.push(span("budget-line", scale.at(budget.voice_to_voice)));
+  const took = ahead ? `${fmtMs(-s.ms)} early` : fmtMs(s.ms);
+  const value = [took];
+  if (share) {
+    const of = document.createElement("small");
+    of.textContent = ` / ${Math.round(share)}`;
+    value.push(of);
+  }
+  const line = row(label, marks, value);
+  line.dataset.stage = s.stage;
+  if (s.ms !== null && share && s.ms > share) line.querySelector(".value").classList.add("over");
+  line.setAttribute("aria-label", `${label}: ${took}${share ? `, budget share ${fmtMs(share)}` : ""}`);
+  return line;
+}
+
+function earlyNote(s) {
+  const why = READY_EARLY[s.stage] ?? "it was done before the stage before it ended";
+  return `${stageLabel(s.stage)} was ready ${fmtMs(-s.ms)} early: ${why}.`;
+}
+
+function waterfallFigure(card) {
+  const budget = state.budget ?? {};
+  const scale = axisScale(state.axis);
   const figure = document.createElement("figure");
   figure.className = "turn";
-  figure.dataset.turn = String(trace.turn);
-  figure.dataset.outcome = "interrupted" in events ? "interrupted" : "answered";
-  const caption = document.createElement("figcaption");
-  const over = v2v !== null && budget.voice_to_voice && v2v > budget.voice_to_voice;
-  caption.innerHTML = `Turn ${trace.turn + 1} · voice-to-voice <strong></strong>`;
-  caption.querySelector("strong").textContent = fmtMs(v2v);
-  caption.querySelector("strong").className = over ? "over" : "within";
-  caption.append(` (budget ${fmtMs(budget.voice_to_voice)})`);
-  if (trace.annotations?.transcript) caption.append(` · “${trace.annotations.transcript}”`);
-  figure.append(caption);
-
-  let budgetAt = 0; // stage shares laid end to end
-  for (const span of spans) {
-    const share = budget[span.stage];
-    const row = document.createElement("div");
-    row.className = "row";
-    row.dataset.stage = span.stage;
-    const label = document.createElement("span");
-    label.className = "label";
-    label.textContent = STAGE_LABELS[span.stage] ?? span.stage;
-    const track = document.createElement("span");
-    track.className = "track";
-    if (share) {
-      const box = document.createElement("span");
-      box.className = "share";
-      box.style.left = pct(budgetAt);
-      box.style.width = `${((share / (hi - lo)) * 100).toFixed(2)}%`;
-      track.append(box);
-      budgetAt += share;
-    }
-    if (span.start !== null) {
-      const bar = document.createElement("span");
-      bar.className = "bar";
-      if (span.end < span.start) bar.classList.add("ahead"); // finished before it was needed
-      bar.style.left = pct(Math.min(span.start, span.end));
-      bar.style.width = `max(2px, ${((Math.abs(span.end - span.start) / (hi - lo)) * 100).toFixed(2)}%)`;
-      track.append(bar);
-    }
-    if (budget.voice_to_voice) {
-      const line = document.createElement("span");
-      line.className = "budget-line";
-      line.style.left = pct(budget.voice_to_voice);
-      track.append(line);
-    }
-    const value = document.createElement("span");
-    value.className = "value";
-    value.textContent = share ? `${fmtMs(span.ms)} / ${fmtMs(share)}` : fmtMs(span.ms);
-    if (span.ms !== null && share && span.ms > share) value.classList.add("over");
-    row.setAttribute(
-      "aria-label",
-      `${label.textContent}: ${fmtMs(span.ms)}${share ? `, budget ${fmtMs(share)}` : ""}`,
-    );
-    row.append(label, track, value);
-    figure.append(row);
+  figure.dataset.turn = String(card.trace.turn);
+  figure.dataset.outcome = card.outcome;
+  const plot = document.createElement("div");
+  plot.className = "plot";
+  plot.append(axisRow(scale));
+  const early = [];
+  let shareAt = 0; // stage shares laid end to end
+  for (const s of spans(card.trace)) {
+    plot.append(stageRow(s, budget, shareAt, scale));
+    shareAt += budget[s.stage] ?? 0;
+    if (s.ms !== null && s.ms < 0) early.push(earlyNote(s));
+  }
+  figure.append(caption(card, budget), plot);
+  const notes = [...outcomeNotes(card), ...early];
+  if (notes.length) {
+    const list = document.createElement("ul");
+    list.className = "notes";
+    list.append(...listItems(notes));
+    figure.append(list);
   }
   return figure;
+}
+
+function caption(card, budget) {
+  const { trace, outcome } = card;
+  const element = document.createElement("figcaption");
+  const title = document.createElement("span");
+  title.className = "title";
+  title.textContent = `Turn ${trace.turn + 1}`;
+  const badge = document.createElement("span");
+  badge.className = "outcome";
+  badge.textContent = OUTCOMES[outcome] ?? outcome;
+  element.append(title, " ", badge);
+  if (card.answeredInTime) {
+    const v2v = trace.latencies_ms.voice_to_voice;
+    const figure = document.createElement("strong");
+    figure.textContent = fmtMs(v2v);
+    figure.className = budget.voice_to_voice && v2v > budget.voice_to_voice ? "over" : "within";
+    const v2vText = document.createElement("span");
+    v2vText.className = "v2v";
+    v2vText.append(figure, " voice-to-voice");
+    element.append(" ", v2vText);
+  }
+  if (trace.annotations?.transcript) {
+    const said = document.createElement("q");
+    said.textContent = trace.annotations.transcript;
+    element.append(" ", said);
+  }
+  return element;
+}
+
+function outcomeNotes(card) {
+  const annotations = card.trace.annotations ?? {};
+  switch (card.outcome) {
+    case "interrupted":
+      return [`You cut the reply off; you had heard “${annotations.heard || "…"}”.`];
+    case "talked_over":
+      return [`The reply started ${fmtMs(card.talkedOverByMs)} before the end of your speech (as the voice detector placed it): the agent talked over you.`];
+    case "unanswered":
+      return ["No reply was heard: the call ended first."];
+    case "failed":
+      return ["A stage failed or ran out of time: a fallback phrase was played, or nothing."];
+    default:
+      return [];
+  }
 }
 
 function downloadTraces() {
@@ -292,7 +487,8 @@ function rms(analyser, buffer) {
 }
 
 // Watches both ends of the call: the last loud moment of the microphone before the reply's
-// first loud moment is one page-side voice-to-voice measurement.
+// first loud moment is one page-side voice-to-voice measurement; a loud reply is the agent
+// speaking.
 function startMeters(call, micStream, replyStream) {
   const context = new AudioContext();
   const analyser = (stream) => {
@@ -319,6 +515,7 @@ function startMeters(call, micStream, replyStream) {
         renderStats();
       }
       lastReplyAt = now;
+      onReplyLoud();
     }
   }, METER_INTERVAL_MS);
   call.audioContext = context;
@@ -341,6 +538,7 @@ function onServerEvent(call, event) {
       state.sessionId = event.session_id;
       state.budget = event.budget;
       state.stages = event.stages;
+      renderScope(event.scope, event.examples);
       renderLegend();
       renderStats();
       call.hello(event);
@@ -361,7 +559,7 @@ function onServerEvent(call, event) {
       onTurn(event);
       break;
     case "trace":
-      onTrace(event.trace);
+      onTrace(event);
       break;
     case "error":
       call.error = event;
@@ -386,6 +584,7 @@ async function startCall() {
   state.call = call;
   ui.talk.textContent = "Hang up";
   setStatus("connecting", "Connecting…");
+  setPhase("connecting");
   try {
     const scheme = location.protocol === "https:" ? "wss" : "ws";
     call.ws = new WebSocket(`${scheme}://${location.host}/ws${signalingQuery}`);
@@ -410,8 +609,8 @@ async function startCall() {
     });
     pc.addEventListener("connectionstatechange", () => {
       if (pc.connectionState === "connected") {
-        setStatus("connected", "Connected — speak now");
-        setVoice("listening", "Listening");
+        setStatus("connected", "Connected");
+        setPhase("listening");
       } else if (pc.connectionState === "failed") {
         setStatus("error", "The audio connection failed");
       }
@@ -442,7 +641,9 @@ function endCall(call, closeEvent) {
     const why = closeEvent && closeEvent.code !== 1000 && closeEvent.reason ? ` (${closeEvent.reason})` : "";
     setStatus("ended", `Call ended${why}`);
   }
-  setVoice("idle", "Microphone off");
+  state.openReply = null;
+  state.vad = null;
+  setPhase("idle");
   ui.talk.textContent = "Start talking";
   if (state.call === call) state.call = null;
 }

@@ -178,12 +178,15 @@ class WebRTCCall(WebsocketCall):
     # --- signaling ----------------------------------------------------------------------------
 
     async def _converse(self) -> None:
+        config = self._agent.config
         self._post(
             {
                 "type": "hello",
                 "session_id": self.call_id,
-                "budget": self._agent.config.budget.model_dump(),
+                "budget": config.budget.model_dump(),
                 "stages": [latency.name for latency in STAGE_LATENCIES],
+                "scope": config.server.page.scope,
+                "examples": config.server.page.examples,
             }
         )
         try:
