@@ -26,12 +26,10 @@ from web_harness import (
     wait_until,
     web_config,
 )
-from websockets.asyncio.client import connect
 
 from cadence.pipeline.events import TraceEvent
 from cadence.pipeline.tracing import AnchorEvent, TurnTrace
 from cadence.web.page_events import page_event
-from cadence.web.transports.webrtc import SIGNALING_PATH
 
 A = AnchorEvent
 
@@ -74,19 +72,18 @@ def fetch(url: str) -> tuple[int, str, bytes]:
         return response.status, response.headers["Content-Type"], response.read()
 
 
-async def test_the_icon_is_served_and_hello_says_what_the_agent_can_talk_about() -> None:
+async def test_the_icon_is_served_and_the_page_says_what_the_agent_can_talk_about() -> None:
     config = web_config()
     async with running_server(config) as server:
         for path in ("/favicon.ico", "/static/favicon.svg"):
             status, content_type, body = await asyncio.to_thread(fetch, server.url + path[1:])
             assert (status, content_type) == (200, "image/svg+xml"), path
             assert body.startswith(b"<svg"), path
-        async with connect(f"ws://127.0.0.1:{server.port}{SIGNALING_PATH}") as websocket:
-            hello = json.loads(await websocket.recv())
-    assert hello["type"] == "hello"
-    assert hello["scope"] == config.server.page.scope
-    assert hello["examples"] == config.server.page.examples
-    assert 2 <= len(hello["examples"]) <= 3  # the defaults, for the embedded model
+        status, content_type, body = await asyncio.to_thread(fetch, server.url + "page.json")
+    assert (status, content_type) == (200, "application/json")
+    page = json.loads(body)
+    assert page == {"scope": config.server.page.scope, "examples": config.server.page.examples}
+    assert 2 <= len(page["examples"]) <= 3  # the defaults, for the embedded model
 
 
 # --- a real call in Chromium -----------------------------------------------------------------
@@ -192,6 +189,8 @@ async def test_a_visitor_sees_the_scope_who_speaks_and_one_scale_on_every_width(
         await page.set_viewport_size(WIDTHS["desktop"])
         await page.goto(server.url + PAGE_QUERY)
         await page.evaluate(WATCH_PHASES)
+        await page.wait_for_function("document.getElementById('scope-text').textContent !== ''")
+        before_call = await page.inner_text("#scope-text")  # read before deciding to call
         await page.get_by_role("button", name="Start talking").click()
         await page.wait_for_selector("#status[data-state=connected]", timeout=20_000)
         for width, viewport in WIDTHS.items():  # one utterance at each width
@@ -234,7 +233,7 @@ async def test_a_visitor_sees_the_scope_who_speaks_and_one_scale_on_every_width(
     taken = {(shot.width, shot.phase) for shot in shots if shot.clean}
     assert taken == {(width, phase) for width in WIDTHS for phase in PHASES}, shots
     # What to say, from the configuration.
-    assert seen["scope"] == config.server.page.scope
+    assert before_call == seen["scope"] == config.server.page.scope
     assert seen["examples"] == [f"“{text}”" for text in config.server.page.examples]
     # The legend explains the marks; the figures say how many turns they stand on.
     for words in ("Dashed box", "Red line", "Hatched", "same scale", "ms early"):

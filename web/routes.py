@@ -1,6 +1,7 @@
-"""The plain HTTP side of the server: the page, its static files, ``/healthz``,
-``/metrics`` and the routes each websocket transport declares beside its websocket (Twilio's
-TwiML webhook) — and the access checks of the websockets.
+"""The plain HTTP side of the server: the page, its static files, what the agent can talk
+about (``/page.json``, read by the page before any call), ``/healthz``, ``/metrics`` and the
+routes each websocket transport declares beside its websocket (Twilio's TwiML webhook) — and
+the access checks of the websockets.
 
 ``websockets`` reads every request's head; ``respond`` answers those that are not a
 websocket with a whole response, and lets a websocket's handshake go on only once its
@@ -84,14 +85,17 @@ class Routes:
         access: AccessPolicy,
         metrics: ServerMetrics,
         health: Callable[[], dict[str, object]],
+        page: dict[str, object],
     ) -> None:
         """``websockets``: the check of each websocket the server routes, by its path;
-        ``http``: the routes the transports declared beside them."""
+        ``http``: the routes the transports declared beside them; ``page``: what the page
+        shows a visitor before the call (``server.page``)."""
         self._websockets = dict(websockets)
         self._http = dict(http)
         self._access = access
         self._metrics = metrics
         self._health = health
+        self._page = json.dumps(page).encode()
 
     def respond(self, request: Request, peer: str = "?") -> Response | None:
         # The websockets and the transports' routes by their path as sent, as the server
@@ -109,6 +113,8 @@ class Routes:
             return self._static(FAVICON)
         if path.startswith("/static/"):
             return self._static(path.removeprefix("/static/"))
+        if path == "/page.json":
+            return response(HTTPStatus.OK, self._page, "application/json")
         if path == "/healthz":
             body = json.dumps(self._health()).encode()
             return response(HTTPStatus.OK, body, "application/json")

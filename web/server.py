@@ -73,6 +73,7 @@ class CadenceServer:
             access=AccessPolicy(config, Secrets.from_environment(config)),
             metrics=self.metrics,
             health=self._health,
+            page=config.server.page.model_dump(),
         )
         self._server: Server | None = None
         self._audiosocket: AudioSocketListener | None = None

@@ -261,8 +261,8 @@ def _default_page_examples() -> list[str]:
 
 
 class PageConfig(Options):
-    """What the demo page tells a visitor the agent can talk about (sent in its `hello`
-    event): it depends on the turn generator, so it lives beside the models' configuration
+    """What the demo page tells a visitor the agent can talk about (served as `/page.json`,
+    shown before the call): it depends on the turn generator, so it lives beside the models' configuration
     rather than in the page. The defaults describe the embedded model."""
 
     scope: str = (
@@ -270,7 +270,7 @@ class PageConfig(Options):
         "weather: a small model trained on such dialogues, so the places and times it names are "
         "made up."
     )
-    """One sentence on what the agent can help with, shown as the call starts."""
+    """One sentence on what the agent can help with, shown on the page before the call."""
     examples: list[str] = Field(default_factory=_default_page_examples)
     """A few things a visitor can say to it (two or three)."""
 

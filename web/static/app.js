@@ -538,7 +538,6 @@ function onServerEvent(call, event) {
       state.sessionId = event.session_id;
       state.budget = event.budget;
       state.stages = event.stages;
-      renderScope(event.scope, event.examples);
       renderLegend();
       renderStats();
       call.hello(event);
@@ -651,3 +650,8 @@ function endCall(call, closeEvent) {
 ui.talk.addEventListener("click", () => (state.call ? endCall(state.call) : startCall()));
 ui.download.addEventListener("click", downloadTraces);
 renderLegend();
+// What the agent can talk about, before the visitor decides to call.
+fetch("/page.json")
+  .then((r) => (r.ok ? r.json() : Promise.reject(new Error(`HTTP ${r.status}`))))
+  .then((page) => renderScope(page.scope, page.examples))
+  .catch((err) => console.warn("no page.json:", err));

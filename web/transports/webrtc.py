@@ -185,8 +185,6 @@ class WebRTCCall(WebsocketCall):
                 "session_id": self.call_id,
                 "budget": config.budget.model_dump(),
                 "stages": [latency.name for latency in STAGE_LATENCIES],
-                "scope": config.server.page.scope,
-                "examples": config.server.page.examples,
             }
         )
         try:
