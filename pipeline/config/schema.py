@@ -262,8 +262,8 @@ def _default_page_examples() -> list[str]:
 
 class PageConfig(Options):
     """What the demo page tells a visitor the agent can talk about (served as `/page.json`,
-    shown before the call): it depends on the turn generator, so it lives beside the models' configuration
-    rather than in the page. The defaults describe the embedded model."""
+    shown before the call): it depends on the turn generator, so it lives beside the models'
+    configuration rather than in the page. The defaults describe the embedded model."""
 
     scope: str = (
         "It helps book restaurants, hotels, trains, flights and events, and talks about the "
