@@ -227,11 +227,13 @@ def engine_of(
     *,
     tools_config: ToolsConfig | None = None,
     backchannels: bool = False,
+    early_emission: bool = True,
 ) -> Engine:
     seen, ledger, traces = Seen(), PlaybackLedger(), MemoryTraceSink()
     config = TurnConfig(
         end_of_turn=EndOfTurnConfig(model="silence", min_wait_ms=0),
         interruption=InterruptionConfig(backchannels=backchannels),
+        early_emission=early_emission,
     )
     stage = TurnStage(
         generator,
@@ -464,6 +466,14 @@ async def test_bad_arguments_and_unknown_tools_are_answered_not_run(
     outcomes = sorted(f.outcome for f in engine.seen.of(ToolCallFrame))
     assert outcomes == ["invalid_arguments", "invalid_arguments", "unknown_tool"]
     assert engine.seen.spoken() == "How many people will there be?"
+    # What is not JSON goes back as {}: a service parses the arguments it is sent back.
+    [asked] = [m for m in fake.requests[1].body["messages"] if m.get("tool_calls")]
+    sent = {call["id"]: call["function"]["arguments"] for call in asked["tool_calls"]}
+    assert sent == {
+        "call_1": '{"restaurant": "Nopa", "party_size": "many"}',
+        "call_2": "{}",
+        "call_3": "{}",
+    }
 
 
 async def test_after_the_last_round_the_model_must_answer_in_words(
@@ -674,6 +684,36 @@ async def test_no_filler_when_the_model_spoke_before_its_call(
     assert engine.seen.spoken() == "Let me look We have some."
 
 
+async def test_without_early_emission_the_words_before_a_call_are_spoken_at_the_pause(
+    running: Callable[[Engine], Engine],
+) -> None:
+    clock = VirtualClock()
+    call = ToolCall("c1", "find_table", '{"restaurant": "Nopa", "party_size": 2}')
+    generator = ScriptedGenerator(clock, [("Let me check.", (call,)), ("Nopa has one.", ())])
+    engine = await started(engine_of(generator, [find_table], clock, early_emission=False), running)
+    await engine.says("A table at Nopa for two?")
+    await engine.seen.until(lambda: bool(engine.seen.of(EndOfReplyFrame)))
+    pieces = [(piece.text, piece.flush) for piece in engine.seen.of(TextPieceFrame)]
+    assert pieces == [("Let me check.", True), (" Nopa has one.", False)]
+
+
+async def test_repeated_call_ids_are_made_unique_within_a_reply(
+    running: Callable[[Engine], Engine],
+) -> None:
+    clock = VirtualClock()
+    arguments = '{"restaurant": "Nopa", "party_size": 2}'
+    calls = (ToolCall("same", "find_table", arguments), ToolCall("same", "find_table", arguments))
+    generator = ScriptedGenerator(clock, [("", calls), ("", calls[:1]), ("Both free.", ())])
+    engine = await started(engine_of(generator, [find_table], clock), running)
+    await engine.says("Two tables at Nopa?")
+    await engine.seen.until(lambda: bool(engine.seen.of(EndOfReplyFrame)))
+    ids = [c.id for turn in engine.stage.history for c in turn.tool_calls]
+    assert ids == ["same", "same_1", "same_2"]
+    answered = [t.tool_call_id for t in engine.stage.history if t.speaker == "tool"]
+    assert answered == ids
+    assert engine.seen.spoken() == "Both free."
+
+
 async def test_a_tool_that_acts_waits_for_the_commit_and_a_lookup_does_not(
     running: Callable[[Engine], Engine],
 ) -> None:
@@ -777,6 +817,23 @@ async def test_the_application_ending_the_call_lets_the_reply_finish_first(
     await engine.pipeline.queue(EndCallFrame(reason="again", at_ms=clock.now_ms()))
     await settle()
     [hang_up] = engine.seen.of(HangUpFrame)  # once
+    assert hang_up.reason == "closing time"
+
+
+async def test_the_application_ending_the_call_stands_through_a_barge_in(
+    running: Callable[[Engine], Engine],
+) -> None:
+    clock = VirtualClock()
+    generator = ScriptedGenerator(clock, [("We close at nine tonight.", ())])
+    engine = await started(engine_of(generator, [], clock), running)
+    await engine.says("When do you close?")
+    await engine.seen.until(lambda: bool(engine.seen.of(EndOfReplyFrame)))
+    await engine.pipeline.queue(EndCallFrame(reason="closing time", at_ms=clock.now_ms()))
+    engine.hear()  # being heard, not to its end
+    await engine.pipeline.queue(SpeechStartFrame(at_ms=clock.now_ms()))
+    await engine.seen.until(lambda: bool(engine.seen.of(HangUpFrame)))
+    assert engine.seen.of(BargeInFrame)
+    [hang_up] = engine.seen.of(HangUpFrame)
     assert hang_up.reason == "closing time"
 
 

@@ -39,6 +39,8 @@ is answered with ``transcript_fallback``. The reason goes into the turn's trace.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
+import functools
 import json
 import logging
 from collections.abc import Sequence
@@ -113,6 +115,8 @@ class _ReplyAttempt:
     task: asyncio.Task[None] | None = None
     text: str = ""
     """All the words of the reply, as spoken (every round's, and a filler)."""
+    sent: int = 0
+    """How much of ``text`` went to TTS."""
     rounds: list[_Round] = field(default_factory=list)
     error: str | None = None
     done: bool = False
@@ -373,18 +377,23 @@ class TurnStage(Stage):
     async def _barge_in(self, reply: _ReplyAttempt, at_ms: float) -> None:
         self._end_overheard()
         self._reply = None
-        await self._stop(reply, reason="barge-in")
-        self._gate.open()  # for the next reply: what was paused is flushed
+        # What the history says of the reply is settled before anything is awaited: the cut of
+        # a long overheard sound barges in from a task of its own, beside the worker.
         heard = self._ledger.heard_text(reply.reply_index)
-        self._ledger.forget(reply.reply_index)
-        await self._abandon_tools(reply, "the caller interrupted")
-        if reply.ends_call is not None:  # the caller spoke over the goodbye: the call goes on
+        abandoned = self._abandon_calls(reply, "the caller interrupted")
+        if reply.goodbye:  # the caller spoke over the model's goodbye: the call goes on
             reply.ends_call, reply.goodbye = None, False
             self._answer_calls(reply, "end_call", {"status": "not ended: the caller spoke"})
         if reply.history_at is not None:
             del self.history[reply.history_at + 1 :]
             self.history.extend(self._reply_turns(reply, heard))
+        await self._stop(reply, reason="barge-in")
+        self._gate.open()  # for the next reply: what was paused is flushed
+        self._ledger.forget(reply.reply_index)
+        await self._trace_abandoned(reply, abandoned)
         await self.push(BargeInFrame(reply_index=reply.reply_index, at_ms=at_ms, spoken_text=heard))
+        if reply.ends_call is not None:  # the application's end of the call stands
+            await self._hang_up(reply.ends_call)
 
     async def _answer(self, user_text: str, transcript_at_ms: float) -> None:
         """Start generating the reply to ``user_text`` (dropping a reply to other words)."""
@@ -449,10 +458,10 @@ class TurnStage(Stage):
                         self._tools_config.max_rounds,
                     )
                     break
-                round_.calls = calls
+                round_.calls = calls = _unique_ids(calls, reply)
                 await self._pause_speech(reply)
                 self._start_filler(reply)
-                conversation.append(Turn("agent", round_.text, tool_calls=calls))
+                conversation.append(Turn("agent", round_.text, tool_calls=_as_sent(calls)))
                 results = await self._run_calls(reply, number, round_)
                 conversation += [Turn("tool", r.content, tool_call_id=r.call.id) for r in results]
                 if reply.goodbye:
@@ -514,7 +523,8 @@ class TurnStage(Stage):
             await reply.committed_event.wait()  # it acts: not for a reply that may be dropped
             reply.acted = True
         reply.in_flight[call.id] = _InFlight(call, number, self._clock.now_ms())
-        result = await self._runner.run(call, context, on_late_result=self._late_result)
+        late = functools.partial(self._late_result, reply, number)
+        result = await self._runner.run(call, context, on_late_result=late)
         del reply.in_flight[call.id]
         round_.results[call.id] = result.content
         await self._traced(reply, number, call, result.started_ms, result.outcome, result.content)
@@ -542,25 +552,35 @@ class TurnStage(Stage):
             )
         )
 
-    async def _abandon_tools(self, reply: _ReplyAttempt, why: str) -> None:
-        """The reply was cut or dropped with calls in flight: those that could be cancelled
-        were (with the reply's task); the others run on, and their results replace what the
-        history says of them when they come (``_late_result``)."""
+    def _abandon_calls(self, reply: _ReplyAttempt, why: str) -> list[tuple[_InFlight, ToolOutcome]]:
+        """The reply is cut or dropped with calls in flight: those that can be cancelled will
+        be (with the reply's task); the others run on, and their results replace what the
+        history says of them when they come (``_late_result``). Their outcomes, to trace."""
+        abandoned: list[tuple[_InFlight, ToolOutcome]] = []
         for flight in reply.in_flight.values():
             tool = self._runner.get(flight.call.name)
             left = tool is not None and not tool.cancellable
             what = "it is still running" if left else "it was cancelled"
             content = json.dumps({"error": f"{why}; {what}"})
             reply.rounds[flight.round - 1].results[flight.call.id] = content
-            outcome: ToolOutcome = "left_running" if left else "cancelled"
-            await self._traced(reply, flight.round, flight.call, flight.started_ms, outcome, "")
+            abandoned.append((flight, "left_running" if left else "cancelled"))
         reply.in_flight.clear()
+        return abandoned
 
-    def _late_result(self, result: ToolResult) -> None:
+    async def _trace_abandoned(
+        self, reply: _ReplyAttempt, abandoned: list[tuple[_InFlight, ToolOutcome]]
+    ) -> None:
+        for flight, outcome in abandoned:
+            await self._traced(reply, flight.round, flight.call, flight.started_ms, outcome, "")
+
+    def _late_result(self, reply: _ReplyAttempt, number: int, result: ToolResult) -> None:
         """A call left running at a barge-in finished: the history gets its real result."""
-        for index, turn in enumerate(self.history):
-            if turn.tool_call_id == result.call.id:
+        reply.rounds[number - 1].results[result.call.id] = result.content
+        start = len(self.history) if reply.history_at is None else reply.history_at
+        for index in range(start, len(self.history)):
+            if self.history[index].tool_call_id == result.call.id:
                 self.history[index] = Turn("tool", result.content, tool_call_id=result.call.id)
+                break
         logger.info(
             "%s: tool %s finished after the caller interrupted (%s)",
             self.name,
@@ -606,9 +626,14 @@ class TurnStage(Stage):
 
     async def _hang_up(self, reason: str) -> None:
         """Once: the application and the model may both end the call."""
-        if not self._hung_up:
-            self._hung_up = True
+        if self._hung_up:
+            return
+        self._hung_up = True
+        try:
             await self.push(HangUpFrame(reason=reason, at_ms=self._clock.now_ms()))
+        except BaseException:
+            self._hung_up = False  # cancelled before it went: whoever asks next hangs up
+            raise
 
     async def _speak(self, reply: _ReplyAttempt, text: str) -> None:
         """A reply of fixed words."""
@@ -617,26 +642,33 @@ class TurnStage(Stage):
     async def _emit(
         self, reply: _ReplyAttempt, text: str, at_ms: float, *, flush: bool = False
     ) -> None:
-        spoken = self._say(reply, text)
-        if self._config.early_emission:
-            await self.push(
-                TextPieceFrame(text=spoken, at_ms=at_ms, reply_index=reply.reply_index, flush=flush)
+        """Add ``text`` to the reply: it goes to TTS at once with early emission, or where the
+        reply pauses (``flush``), else with the rest at the end."""
+        self._say(reply, text)
+        if self._config.early_emission or flush:
+            await self._send(reply, at_ms, flush=flush)
+
+    async def _send(
+        self, reply: _ReplyAttempt, at_ms: float, *, flush: bool = False, error: str | None = None
+    ) -> None:
+        """What of the reply TTS has not had yet."""
+        text, reply.sent = reply.text[reply.sent :], len(reply.text)
+        await self.push(
+            TextPieceFrame(
+                text=text, at_ms=at_ms, reply_index=reply.reply_index, flush=flush, error=error
             )
+        )
 
     async def _pause_speech(self, reply: _ReplyAttempt) -> None:
         """The reply waits on its tools: the words said before the calls are spoken now,
-        whether or not they end a phrase."""
-        if reply.text.strip() and self._config.early_emission:
-            await self.push(
-                TextPieceFrame(
-                    text="", at_ms=self._clock.now_ms(), reply_index=reply.reply_index, flush=True
-                )
-            )
+        whether or not they end a phrase (and whether or not early emission is on)."""
+        if reply.text.strip():
+            await self._send(reply, self._clock.now_ms(), flush=True)
 
     @staticmethod
-    def _say(reply: _ReplyAttempt, text: str) -> str:
-        """Add ``text`` to the reply's current round; it as spoken (a round's first words
-        are set apart from the last round's)."""
+    def _say(reply: _ReplyAttempt, text: str) -> None:
+        """Add ``text`` to the reply's current round and to its words as spoken (a round's
+        first words are set apart from the last round's)."""
         if not reply.rounds:
             reply.rounds.append(_Round())
         round_ = reply.rounds[-1]
@@ -644,7 +676,6 @@ class TurnStage(Stage):
         spoken = " " + text if apart and not text[0].isspace() else text
         round_.text += text
         reply.text += spoken
-        return spoken
 
     @staticmethod
     def _reply_turns(reply: _ReplyAttempt, heard: str | None = None) -> list[Turn]:
@@ -658,7 +689,7 @@ class TurnStage(Stage):
                 count = len(text.split())
                 text, words = " ".join(words[:count]), words[count:]
             if text or round_.calls:
-                turns.append(Turn("agent", text, tool_calls=round_.calls))
+                turns.append(Turn("agent", text, tool_calls=_as_sent(round_.calls)))
             cancelled = json.dumps({"error": "the reply was cut before the call ran"})
             turns += [
                 Turn("tool", round_.results.get(call.id, cancelled), tool_call_id=call.id)
@@ -669,33 +700,27 @@ class TurnStage(Stage):
     async def _finish(self, reply: _ReplyAttempt, last_words: str) -> None:
         """End ``reply`` with ``last_words`` (none, a fallback, or all of a fixed reply); a
         failure's reason goes to the trace with the last piece."""
-        spoken = self._say(reply, last_words) if last_words else ""
-        # Without early emission the whole reply goes now; with it, what is left.
-        text = spoken if self._config.early_emission else reply.text
-        if text or (reply.error is not None and self._config.early_emission):
-            await self.push(
-                TextPieceFrame(
-                    text=text,
-                    at_ms=self._clock.now_ms(),
-                    reply_index=reply.reply_index,
-                    error=reply.error,
-                )
-            )
+        if last_words:
+            self._say(reply, last_words)
+        # What TTS has not had: the last words with early emission, else the whole reply.
+        if reply.text[reply.sent :] or (reply.error is not None and self._config.early_emission):
+            await self._send(reply, self._clock.now_ms(), error=reply.error)
         reply.done = True
         if reply.filler is not None:
             reply.filler.cancel()
+        if reply.ends_call is not None and reply.hang_up is None:
+            reply.hang_up = self.spawn(self._hang_up_when_heard(reply), name="hang-up")
         if reply.committed and reply.in_history:
             self.history.extend(self._reply_turns(reply))
         await self.push(EndOfReplyFrame(reply_index=reply.reply_index))
-        if reply.ends_call is not None:
-            reply.hang_up = self.spawn(self._hang_up_when_heard(reply), name="hang-up")
 
     async def _drop(self, reply: _ReplyAttempt, *, reason: str) -> None:
         """Throw a reply away unheard; it is traced as discarded work."""
         self._reply = None
+        abandoned = self._abandon_calls(reply, "the reply was dropped")
         await self._stop(reply, reason=reason)
         self._ledger.forget(reply.reply_index)
-        await self._abandon_tools(reply, "the reply was dropped")
+        await self._trace_abandoned(reply, abandoned)
         await self.push(
             SpeculationDiscardedFrame(
                 kind="llm_generation",
@@ -704,13 +729,26 @@ class TurnStage(Stage):
                 reason=reason,
             )
         )
+        if reply.ends_call is not None and not reply.goodbye:  # the application's stands
+            await self._hang_up(reply.ends_call)
 
     async def _stop(self, reply: _ReplyAttempt, *, reason: str) -> None:
+        await self._cancel_work(reply)
+        await self.interrupt(reason)
+
+    @staticmethod
+    async def _cancel_work(reply: _ReplyAttempt) -> None:
         tasks = [task for task in (reply.task, reply.filler, reply.hang_up) if task is not None]
         for task in tasks:
             task.cancel()
         await asyncio.gather(*tasks, return_exceptions=True)
-        await self.interrupt(reason)
+
+    async def on_end(self) -> None:
+        """The caller's audio ended: a reply not committed by now never will be, and nothing
+        of it is waited for (an acting tool would wait for a commit that never comes)."""
+        if self._reply is not None and not self._reply.committed:
+            await self._cancel_work(self._reply)
+        await super().on_end()
 
     async def on_close(self) -> None:
         await self._generator.aclose()
@@ -735,3 +773,35 @@ def _end_after(reply: _ReplyAttempt, reason: str) -> None:
     """A tool ends the call: once this reply, its goodbye, has been heard."""
     reply.ends_call = reason
     reply.goodbye = True
+
+
+def _unique_ids(calls: tuple[ToolCall, ...], reply: _ReplyAttempt) -> tuple[ToolCall, ...]:
+    """``calls`` with ids no other call of the reply has: each result names its call, and a
+    service that repeats an id must not have one call's result taken for another's."""
+    taken = {call.id for round_ in reply.rounds for call in round_.calls}
+    unique = []
+    for call in calls:
+        call_id, n = call.id, 1
+        while call_id in taken:
+            call_id, n = f"{call.id}_{n}", n + 1
+        taken.add(call_id)
+        unique.append(dataclasses.replace(call, id=call_id))
+    return tuple(unique)
+
+
+def _as_sent(calls: tuple[ToolCall, ...]) -> tuple[ToolCall, ...]:
+    """The calls as the history sends them back: arguments that are not JSON (cut off by the
+    length cap, or malformed) become ``{}`` — the model was told they were invalid, and a
+    service parses what it is sent back."""
+    return tuple(
+        call if _is_json(call.arguments) else dataclasses.replace(call, arguments="{}")
+        for call in calls
+    )
+
+
+def _is_json(text: str) -> bool:
+    try:
+        json.loads(text)
+    except ValueError:
+        return False
+    return True
