@@ -38,10 +38,11 @@ def prepare_fixed_phrases(config: CadenceConfig) -> None:
     """Synthesize ahead the phrases of ``config`` that never change — the filler above all,
     which is said precisely when the caller is waiting — so that none waits for synthesis
     (blocking: call it while loading)."""
+    # Not `turn.hold_reply`: said at once, it would land in the pause after "hold on," of a
+    # caller who goes on ("…let me find my card"); synthesis gives them the moment to.
     fixed = [
         config.tools.filler,
         config.tools.goodbye,
-        config.turn.hold_reply,
         config.faults.transcript_fallback,
         config.faults.reply_fallback,
     ]

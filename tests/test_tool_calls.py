@@ -53,6 +53,7 @@ from cadence.pipeline.pipeline import Pipeline
 from cadence.pipeline.playback_ledger import PlaybackLedger
 from cadence.pipeline.playout_gate import PlayoutGate
 from cadence.pipeline.stage import Stage
+from cadence.pipeline.stages.playout import DEFAULT_LEAD_MS
 from cadence.pipeline.stages.turn import TurnStage
 from cadence.pipeline.tools import (
     BUILTIN_TOOLS,
@@ -786,7 +787,12 @@ async def test_end_call_hangs_up_once_the_goodbye_was_heard(
     await settle()
     assert engine.seen.of(HangUpFrame) == []  # the goodbye is still being heard
     assert len(generator.requests) == 1  # end_call ends the rounds
-    engine.ledger.finish(0)
+    engine.ledger.finish(0)  # its last frame handed over: up to the playout's lead to hear
+    await settle()
+    await clock.advance(DEFAULT_LEAD_MS - 1)
+    await settle()
+    assert engine.seen.of(HangUpFrame) == []
+    await clock.advance(1)
     await engine.seen.until(lambda: bool(engine.seen.of(HangUpFrame)))
     assert engine.seen.spoken() == "Thanks for calling, goodbye!"
 
@@ -813,6 +819,8 @@ async def test_the_application_ending_the_call_lets_the_reply_finish_first(
     assert engine.seen.spoken() == "Let me see. Found it."  # the answer, not a goodbye
     assert engine.seen.of(HangUpFrame) == []
     engine.ledger.finish(0)
+    await settle()
+    await clock.advance(DEFAULT_LEAD_MS)
     await engine.seen.until(lambda: bool(engine.seen.of(HangUpFrame)))
     await engine.pipeline.queue(EndCallFrame(reason="again", at_ms=clock.now_ms()))
     await settle()

@@ -6,10 +6,10 @@ says the caller's turn is really over; an interrupt drops it unheard. While the 
 holds the ``PlayoutGate`` closed (the caller made a sound over the reply), no frame goes out.
 Frames go to the output no more than ``lead_ms`` ahead of real time, so a barge-in can still
 stop the audio the caller is about to hear: what was handed over is, within that lead, what was
-played — and that is what the playback ledger records, a reply finished once its last frame
-has played out — unless the output is a ``PlaybackConfirmingOutput``, whose far end reports
-what was really played (Twilio echoes a mark once the audio before it was played): then the
-output writes ``played`` and ``finish`` into the ledger itself.
+played — and that is what the playback ledger records — unless the output is a
+``PlaybackConfirmingOutput``, whose far end reports what was really played (Twilio echoes a
+mark once the audio before it was played): then the output writes ``played`` and ``finish``
+into the ledger itself.
 """
 
 from __future__ import annotations
@@ -114,11 +114,5 @@ class PlayoutStage(Stage):
             case EndOfReplyFrame() if self._confirming is not None:
                 await self._confirming.end_of_reply(frame.reply_index)
             case EndOfReplyFrame():
-                # Its last frame was handed over up to ``lead_ms`` early: heard to the end then.
-                ends_ms = self._play_until_ms
-                self.spawn(self._finish_at(frame.reply_index, ends_ms), name="reply-heard")
+                self._ledger.finish(frame.reply_index)
         await self.push(frame)
-
-    async def _finish_at(self, reply_index: int, at_ms: float) -> None:
-        await self._clock.sleep_until(at_ms)
-        self._ledger.finish(reply_index)

@@ -79,6 +79,7 @@ from cadence.pipeline.playback_ledger import PlaybackLedger
 from cadence.pipeline.playout_gate import PlayoutGate
 from cadence.pipeline.stage import Stage
 from cadence.pipeline.stages._time_limits import arriving_within
+from cadence.pipeline.stages.playout import DEFAULT_LEAD_MS
 from cadence.pipeline.tools import Keypad, Tool, ToolContext, ToolResult, ToolRunner
 from cadence.voice.turn.cues import is_backchannel, is_hold_request
 
@@ -622,6 +623,9 @@ class TurnStage(Stage):
     async def _hang_up_when_heard(self, reply: _ReplyAttempt) -> None:
         await reply.committed_event.wait()
         await self._ledger.wait_finished(reply.reply_index)
+        # Finished is "handed over" where the far end confirms nothing: up to the playout's
+        # lead more is still to be heard.
+        await self._clock.sleep_until(self._clock.now_ms() + DEFAULT_LEAD_MS)
         await self._hang_up(reply.ends_call or "the agent ended the call")
 
     async def _hang_up(self, reason: str) -> None:
