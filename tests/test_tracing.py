@@ -148,14 +148,18 @@ def test_a_corrupt_trace_log_names_the_line(tmp_path: Path) -> None:
         read_traces(log)
 
 
-async def test_otel_spans_nest_session_turn_stage_and_mark_discarded_work() -> None:
+def otel_tracer(clock: VirtualClock) -> tuple[LatencyTracer, InMemorySpanExporter]:
+    """A tracer of session ``s1`` whose only sink exports OpenTelemetry spans into memory."""
     exporter = InMemorySpanExporter()
     provider = TracerProvider()
     provider.add_span_processor(SimpleSpanProcessor(exporter))
+    sink = OTelTraceSink(provider.get_tracer("t"), "s1", clock)
+    return LatencyTracer("s1", clock, sinks=[sink]), exporter
+
+
+async def test_otel_spans_nest_session_turn_stage_and_mark_discarded_work() -> None:
     clock = VirtualClock()
-    tracer = LatencyTracer(
-        "s1", clock, sinks=[OTelTraceSink(provider.get_tracer("t"), "s1", clock)]
-    )
+    tracer, exporter = otel_tracer(clock)
     await scripted_turn(tracer, clock)
     tracer.close()
 
@@ -243,13 +247,8 @@ def test_tool_calls_go_into_the_turn_their_reply_answers() -> None:
 
 
 async def test_otel_exports_each_tool_call_as_a_span_of_its_turn() -> None:
-    exporter = InMemorySpanExporter()
-    provider = TracerProvider()
-    provider.add_span_processor(SimpleSpanProcessor(exporter))
     clock = VirtualClock()
-    tracer = LatencyTracer(
-        "s1", clock, sinks=[OTelTraceSink(provider.get_tracer("t"), "s1", clock)]
-    )
+    tracer, exporter = otel_tracer(clock)
     await scripted_turn(tracer, clock)  # events from 1000 to 3320 ms
     calls = [("find_table", 3210.0, 3230.0, "ok"), ("book_table", 3250.0, 3400.0, "timeout")]
     for name, start, end, outcome in calls:
