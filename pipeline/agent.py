@@ -28,7 +28,7 @@ from collections.abc import Iterable, Sequence
 from cadence.core.clock import MonotonicClock
 from cadence.llm import create_generator
 from cadence.pipeline.config import CadenceConfig
-from cadence.pipeline.model_loading import load_stt, prepare_fixed_phrases
+from cadence.pipeline.model_loading import apply_thread_budget, load_stt, prepare_fixed_phrases
 from cadence.pipeline.pipeline import FrameObserver
 from cadence.pipeline.session import VoiceSession
 from cadence.pipeline.stages.playout import AudioOutput
@@ -84,9 +84,10 @@ class Agent:
         return session
 
     def _load_all(self) -> None:
+        apply_thread_budget(self.config.threads)  # the process's, so not an overlay's
         configs = [self.config, *map(self.config.with_overlay, self.config.overlays)]
         for config in configs:
             offered_tools(self.tools, config.tools)
-            load_stt(config.models.stt)
+            load_stt(config.models.stt, config.threads)
             prepare_fixed_phrases(config)  # the voice, and the phrases said when waiting hurts
             create_generator(config.models.llm)  # sessions load their own; this checks it

@@ -8,7 +8,15 @@ from __future__ import annotations
 
 from functools import cache
 
-from cadence.pipeline.config import CadenceConfig, EndOfTurnConfig, STTConfig, TTSConfig
+import torch
+
+from cadence.pipeline.config import (
+    CadenceConfig,
+    EndOfTurnConfig,
+    STTConfig,
+    ThreadsConfig,
+    TTSConfig,
+)
 from cadence.pipeline.end_of_turn import EndOfTurnDetector
 from cadence.voice.stt import Transcriber, load_transcriber
 from cadence.voice.stt.transcriber import WhisperOptions
@@ -16,13 +24,20 @@ from cadence.voice.tts import PhraseSplitter, Synthesizer, load_synthesizer
 from cadence.voice.turn import TextEndOfTurnModel
 
 
-def load_stt(config: STTConfig) -> Transcriber:
+def apply_thread_budget(threads: ThreadsConfig) -> None:
+    """Give torch its share of the cores (process-wide; whisper and Piper get theirs when
+    they load)."""
+    torch.set_num_threads(threads.llm)
+
+
+def load_stt(config: STTConfig, threads: ThreadsConfig) -> Transcriber:
     return load_transcriber(
         WhisperOptions(
             model=config.model,
             device=config.device,
             compute_type=config.compute_type,
-            cpu_threads=config.cpu_threads,
+            cpu_threads=threads.stt,
+            workers=threads.stt_workers,
             beam_size=config.beam_size,
             language=config.language,
             encoder_window_s=config.encoder_window_s,
@@ -30,8 +45,8 @@ def load_stt(config: STTConfig) -> Transcriber:
     )
 
 
-def load_tts(config: TTSConfig) -> Synthesizer:
-    return load_synthesizer(config.voice)
+def load_tts(config: TTSConfig, threads: ThreadsConfig) -> Synthesizer:
+    return load_synthesizer(config.voice, threads.tts)
 
 
 def prepare_fixed_phrases(config: CadenceConfig) -> None:
@@ -48,7 +63,8 @@ def prepare_fixed_phrases(config: CadenceConfig) -> None:
     ]
     splitter = PhraseSplitter(config.models.tts.first_phrase_max_words)
     # Kept as TTS will ask for them: phrase by phrase, as the splitter cuts them.
-    load_tts(config.models.tts).keep(phrase for text in fixed for phrase in splitter.phrases(text))
+    phrases = [phrase for text in fixed for phrase in splitter.phrases(text)]
+    load_tts(config.models.tts, config.threads).keep(phrases)
 
 
 def load_end_of_turn(config: EndOfTurnConfig) -> EndOfTurnDetector:

@@ -92,6 +92,7 @@ class VoiceSession:
             faults=config.faults,
             tools=tools,
             tools_config=config.tools,
+            background_wait_ms=config.threads.background_wait_ms,
             session_id=session_id,
         )
         stt = config.models.stt
@@ -99,7 +100,7 @@ class VoiceSession:
             [
                 VADStage(config.vad, sample_rate=SAMPLE_RATE),
                 STTStage(
-                    load_stt(stt),
+                    load_stt(stt, config.threads),
                     clock=self.clock,
                     partials_interval_ms=stt.partials_interval_ms,
                     speculative=config.turn.speculation,
@@ -107,7 +108,7 @@ class VoiceSession:
                 ),
                 self._turn,
                 TTSStage(
-                    load_tts(config.models.tts),
+                    load_tts(config.models.tts, config.threads),
                     output_sample_rate=output_sample_rate,
                     first_phrase_max_words=config.models.tts.first_phrase_max_words,
                     timeout_ms=config.faults.tts_timeout_ms,

@@ -274,7 +274,7 @@ async def test_a_failed_transcription_asks_the_caller_to_repeat_and_the_call_goe
     mode: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     config = fault_config("stt")
-    transcriber = load_stt(config.models.stt)
+    transcriber = load_stt(config.models.stt, config.threads)
     real, fault = transcriber.transcribe, Fault(mode)
 
     async def transcribe(pcm: PCM16) -> Transcription:
@@ -321,7 +321,7 @@ async def test_a_failed_synthesizer_ends_the_session_in_bounded_time_with_the_re
     mode: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     config = fault_config("tts")
-    synthesizer = load_tts(config.models.tts)
+    synthesizer = load_tts(config.models.tts, config.threads)
     fault = Fault(mode)
 
     async def synthesize(text: str) -> AsyncIterator[PCM16]:

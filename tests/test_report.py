@@ -122,6 +122,11 @@ def test_summary_figures_are_exact(tmp_path: Path) -> None:
     assert (v2v.count, v2v.p50, v2v.max) == (5, 500.0, 700.0)
     assert v2v.p95 == pytest.approx(680.0)  # linear interpolation between 600 and 700
     assert v2v.p99 == pytest.approx(696.0)
+    # From the decision (endpoint, 1200 ms) to the first frame: STT + LLM 100 + TTS 40 +
+    # transport 10 = 100 … 500 ms.
+    decided = summary.decision_to_sound_ms
+    assert (decided.count, decided.p50, decided.max) == (5, 300.0, 500.0)
+    assert [row.decision_to_sound_ms for row in summary.per_turn] == [100, 200, 300, 400, 500]
     stt = summary.stages_ms["stt"]
     assert stt.p50 == 150.0
     assert stt.p95 == pytest.approx(330.0)
@@ -158,7 +163,7 @@ def test_summary_json_matches_its_schema(tmp_path: Path) -> None:
     summary = report(tmp_path, five_turns())
     raw = json.loads((tmp_path / SUMMARY_FILE).read_text())
     assert ReportSummary.model_validate(raw) == summary
-    assert raw["schema"] == "cadence.report/3"
+    assert raw["schema"] == "cadence.report/4"
     for key in ("turns", "concurrency", "voice_to_voice_ms", "stages_ms", "budget_ms",
                 "within_budget_fraction", "wer", "speculation", "tools", "config",
                 "machine"):  # fmt: skip
@@ -186,6 +191,8 @@ def test_report_page_and_plots(tmp_path: Path) -> None:
     assert "Within the 500 ms budget: 3 of 5 caller turns (60%)" in page
     assert page.index("## What became of each turn") < page.index("## Voice-to-voice")
     assert "| answered | 5 | 100% |" in page
+    assert "Decision → sound (the end-of-turn decision → the same anchor" in page
+    assert "p50 300, p95 480, max 500 ms." in page
     assert "The largest stage is endpoint: 200 ms at the median" in page
     assert "Over their share at the median: STT (+50 ms)." in page
     assert "| stt_decode | 2 | 400 |" in page

@@ -30,8 +30,6 @@ class STTConfig(Options):
     """Where CTranslate2 runs the model."""
     compute_type: Literal["int8", "int8_float32", "int8_float16", "float16", "float32"] = "int8"
     """Weight and activation precision."""
-    cpu_threads: int = Field(2, ge=1)
-    """Threads per decode."""
     beam_size: int = Field(1, ge=1)
     """1 = greedy: on 2 cores every extra beam costs more than it fixes."""
     encoder_window_s: float = Field(15.0, ge=2.0, le=30.0)
@@ -50,6 +48,30 @@ class TTSConfig(Options):
     first_phrase_max_words: int = Field(6, ge=1)
     """Cut the first phrase at a clause boundary or after this many words, whichever comes
     first, so the first audio is short and early."""
+
+
+class ThreadsConfig(Options):
+    """How the models share the machine's cores: one budget for the whole process, chosen by
+    measurement at 1, 4 and 8 calls on 2 cores (docs/cpu-budget.md). Urgent work — the
+    decode that decides a turn, a reply's first piece and first phrase — goes before the
+    rest whatever the budget."""
+
+    llm: int = Field(1, ge=1)
+    """torch's intra-op threads (`torch.set_num_threads`) for the local generators. The
+    embedded models are too small to gain from a second thread: one decodes a reply in 29 ms
+    where two take 53."""
+    stt: int = Field(1, ge=1)
+    """CTranslate2 threads per whisper decode. One decodes as fast as two on the embedded
+    model, and leaves the other core to the next decode."""
+    stt_workers: int = Field(2, ge=1)
+    """Whisper decodes that can run at once. With two, a decode abandoned when the caller
+    went on never delays the next one."""
+    tts: int = Field(2, ge=1)
+    """onnxruntime's intra-op threads for the Piper voice: the first phrase is what the
+    caller waits for, and two threads synthesize it in half the time of one."""
+    background_wait_ms: float = Field(250.0, ge=0)
+    """The longest the rest of a reply waits for urgent work (any call's) to finish before
+    its next block: the rest is needed only at speaking pace, but must never starve."""
 
 
 class ModelsConfig(Options):
@@ -397,6 +419,8 @@ class CadenceConfig(Options):
     """Telephony endpoints."""
     tracing: TracingConfig = TracingConfig()
     """Latency traces."""
+    threads: ThreadsConfig = ThreadsConfig()
+    """The CPU budget of the process."""
     overlays: dict[str, dict[str, Any]] = Field(default_factory=dict)
     """Named variations a session can be opened with — a persona: another voice, other
     turn-taking, another checkpoint, other tools. Each is merged key by key over the sections

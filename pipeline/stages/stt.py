@@ -4,8 +4,11 @@ The final decode starts at pause onset, while the endpointer is still waiting ou
 silence, and its transcript goes downstream as soon as it is ready (a
 ``SpeculativeTranscriptFrame``, for preemptive generation). If the silence holds, the
 endpoint finds the transcript ready (or nearly) and confirms it as final; if speech resumes,
-the decode is abandoned and reported as discarded work. Optional partial
-transcripts give live captions during speech, at a cost measured in docs/voice.md.
+the decode is abandoned and reported as discarded work — and never delays the next one: the
+transcriber runs it beside the next, or drops it if it had not started (docs/cpu-budget.md).
+Optional partial transcripts give live captions during speech, at a cost measured in
+docs/voice.md; they are background work, behind every decode a caller is waiting for, and
+the one in flight at a pause is dropped.
 
 A final decode that fails, or runs past ``timeout_ms``, yields a ``TranscriptFailedFrame``
 instead of a transcript: the turn engine asks the caller to repeat, and the session goes on.
@@ -23,6 +26,7 @@ from collections import deque
 import numpy as np
 
 from cadence.core.clock import Clock
+from cadence.core.priority import Priority
 from cadence.pipeline.frames import (
     AudioInFrame,
     EndpointFrame,
@@ -83,10 +87,10 @@ class STTStage(Stage):
                 await self.push(frame)
             case PauseStartFrame():
                 await self.push(frame)
-                # A decode still running (one abandoned at an earlier pause) would make this
-                # one wait anyway; the endpoint decodes then, without a decode to throw away.
-                idle = self._transcriber.queued_decodes == 0
-                if self._utterance is not None and self._speculative and idle:
+                if self._partial is not None:  # the transcript to come supersedes its caption
+                    self._partial.cancel()
+                    self._partial = None
+                if self._utterance is not None and self._speculative:
                     self._speculation = self.spawn(
                         self._speculate(self._audio()), name="speculative-decode"
                     )
@@ -197,7 +201,7 @@ class STTStage(Stage):
 
     async def _caption(self, audio: PCM16) -> None:
         try:
-            result = await self._transcriber.transcribe(audio)
+            result = await self._transcriber.transcribe(audio, Priority.BACKGROUND)
         except Exception as exc:
             logger.warning("%s: live caption failed: %r", self.name, exc)
             return

@@ -2,9 +2,12 @@
 
 Text pieces are cut into phrases (the first one short); each phrase is synthesized as soon as
 it is complete, while later text is still arriving, and its audio goes out in 20 ms frames
-resampled to the transport's rate. One speaker task per reply synthesizes phrases in order;
-an interrupt cancels it mid-phrase. When the reply ends, the stage reports how much audio it
-produced (``ReplySynthesizedFrame``) before passing the end of the reply on.
+resampled to the transport's rate. The first phrase — of the reply, and again after a pause
+while tools run — is urgent: the caller is waiting for it, so it goes before every other
+call's later phrases; the rest is background work, needed only at speaking pace. One speaker
+task per reply synthesizes phrases in order; an interrupt cancels it mid-phrase. When the
+reply ends, the stage reports how much audio it produced (``ReplySynthesizedFrame``) before
+passing the end of the reply on.
 """
 
 from __future__ import annotations
@@ -14,6 +17,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from cadence.core.priority import Priority
 from cadence.pipeline.frames import (
     AudioOutFrame,
     EndOfReplyFrame,
@@ -35,8 +39,18 @@ FRAME_MS = 20
 class _ReplySpeech:
     reply_index: int
     splitter: PhraseSplitter
-    phrases: asyncio.Queue[str | None] = field(default_factory=asyncio.Queue)
+    phrases: asyncio.Queue[tuple[str, Priority] | None] = field(default_factory=asyncio.Queue)
     speaker: asyncio.Task[None] | None = None
+    fresh: bool = True
+    """The next phrase is the first the caller will hear after waiting."""
+
+    def add(self, phrases: list[str], *, pause: bool = False) -> None:
+        for phrase in phrases:
+            priority = Priority.URGENT if self.fresh else Priority.BACKGROUND
+            self.phrases.put_nowait((phrase, priority))
+            self.fresh = False
+        if pause:  # the words after it are waited for again
+            self.fresh = True
 
 
 class TTSStage(Stage):
@@ -68,15 +82,16 @@ class TTSStage(Stage):
             case TextPieceFrame():
                 reply = self._reply_for(frame.reply_index)
                 splitter = reply.splitter
-                phrases = splitter.phrases(frame.text) if frame.flush else splitter.feed(frame.text)
-                for phrase in phrases:
-                    reply.phrases.put_nowait(phrase)
+                if frame.flush:
+                    reply.add(splitter.phrases(frame.text), pause=True)
+                else:
+                    reply.add(splitter.feed(frame.text))
             case EndOfReplyFrame():
                 reply = self._reply_for(frame.reply_index)
                 self._reply = None
                 last = reply.splitter.flush()
                 if last is not None:
-                    reply.phrases.put_nowait(last)
+                    reply.add([last])
                 reply.phrases.put_nowait(None)
                 # The end of the reply moves on only after its audio.
                 if reply.speaker is not None:
@@ -97,11 +112,12 @@ class TTSStage(Stage):
         audio = _ReplyAudio(
             self._synthesizer.sample_rate, self.output_sample_rate, reply.reply_index
         )
-        while (phrase := await reply.phrases.get()) is not None:
+        while (next_phrase := await reply.phrases.get()) is not None:
+            phrase, priority = next_phrase
             start_ms = audio.position_ms
             try:
                 async for pcm in arriving_within(
-                    self._synthesizer.synthesize(phrase), self._timeout_ms
+                    self._synthesizer.synthesize(phrase, priority), self._timeout_ms
                 ):
                     for frame in audio.frames(pcm):
                         await self.push(frame)

@@ -48,6 +48,7 @@ from contextlib import aclosing
 from dataclasses import dataclass, field
 
 from cadence.core.clock import Clock
+from cadence.core.priority import URGENT_WORK, UrgentWork
 from cadence.llm import Turn, TurnGenerator
 from cadence.llm.dialogue import ToolCall
 from cadence.llm.tools import ToolChoice
@@ -165,11 +166,14 @@ class TurnStage(Stage):
         faults: FaultsConfig | None = None,
         tools: Sequence[Tool] = (),
         tools_config: ToolsConfig | None = None,
+        background_wait_ms: float = 250.0,
+        urgent_work: UrgentWork = URGENT_WORK,
         session_id: str = "",
         name: str = "turn",
     ) -> None:
         """``tools``: what the generator is offered (the agent's and the built-ins the
-        configuration enables)."""
+        configuration enables). Once a reply has its first words, each next block waits up
+        to ``background_wait_ms`` for ``urgent_work`` to be done."""
         super().__init__(name=name)
         self._generator = generator
         self._clock = clock
@@ -180,6 +184,8 @@ class TurnStage(Stage):
         self._faults = faults or FaultsConfig()
         self._tools_config = tools_config or ToolsConfig()
         self._session_id = session_id
+        self._background_wait_ms = background_wait_ms
+        self._urgent_work = urgent_work
         self._runner = ToolRunner(
             tools,
             timeout_ms=self._tools_config.timeout_ms,
@@ -488,16 +494,31 @@ class TurnStage(Stage):
         """Stream one answer of the generator into the reply; the tools it calls."""
         calls: tuple[ToolCall, ...] = ()
         choice: ToolChoice = "none" if last else "auto"
-        # Closed here, not left to the garbage collector, when a barge-in cancels this task
-        # while it waits on TTS: a remote backend's stream must not outlive the reply.
-        async with aclosing(
-            self._generator.stream(conversation, self._runner.specs, choice)
-        ) as pieces:
-            async for piece in arriving_within(pieces, limit_ms):
-                reply.error = piece.error or reply.error
-                if piece.text:
-                    await self._emit(reply, piece.text, piece.at_ms)
-                calls = piece.tool_calls or calls
+        # Until its first words, the reply is what the caller waits for (urgent); after them,
+        # each next block waits for the urgent work of every call — this reply's first
+        # phrase above all — to be done (docs/cpu-budget.md).
+        urgent = not reply.text.strip()
+        if urgent:
+            self._urgent_work.started()
+        try:
+            # Closed here, not left to the garbage collector, when a barge-in cancels this
+            # task while it waits on TTS: a remote backend's stream must not outlive the reply.
+            async with aclosing(
+                self._generator.stream(conversation, self._runner.specs, choice)
+            ) as pieces:
+                async for piece in arriving_within(pieces, limit_ms):
+                    reply.error = piece.error or reply.error
+                    if piece.text:
+                        await self._emit(reply, piece.text, piece.at_ms)
+                    calls = piece.tool_calls or calls
+                    if urgent and reply.text.strip():
+                        urgent = False
+                        self._urgent_work.finished()
+                    if not urgent:
+                        await self._urgent_work.quiet(self._clock, self._background_wait_ms)
+        finally:
+            if urgent:
+                self._urgent_work.finished()
         return calls
 
     async def _run_calls(

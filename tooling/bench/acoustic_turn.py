@@ -43,7 +43,7 @@ from typing import Any, Protocol
 
 import numpy as np
 import numpy.typing as npt
-import onnxruntime as ort  # type: ignore[import-untyped]
+import onnxruntime as ort
 
 from cadence.tooling.bench.manifest import read_manifest
 from cadence.tooling.bench.paused_clips import (

@@ -48,7 +48,7 @@ from typing import Any
 
 import numpy as np
 
-from cadence.pipeline.config import STTConfig, VADConfig
+from cadence.pipeline.config import STTConfig, ThreadsConfig, VADConfig
 from cadence.pipeline.model_loading import load_stt
 from cadence.tooling.bench.manifest import ManifestClip, read_manifest
 from cadence.voice.audio import level_db
@@ -114,7 +114,7 @@ def align_words(
     """Word timestamps of every clip, one row each (``words.jsonl``), by faster-whisper with
     ``word_timestamps=True`` on its 16 kHz file."""
     # The pipeline's own transcriber, so that the model is the one the engine hears with.
-    transcriber = load_stt(stt or STTConfig())
+    transcriber = load_stt(stt or STTConfig(), ThreadsConfig())
     rows: list[dict[str, Any]] = []
     for clip in clips:
         timed = transcriber.words_blocking(read_audio(clip.path, SPEECH_RATE))

@@ -14,7 +14,7 @@ from pathlib import Path
 import ctranslate2
 import numpy as np
 
-from cadence.pipeline.config import STTConfig
+from cadence.pipeline.config import STTConfig, ThreadsConfig
 from cadence.pipeline.model_loading import load_stt
 from cadence.tooling.bench.manifest import read_manifest
 from cadence.voice.audio import pcm16_to_float
@@ -26,7 +26,7 @@ MANIFEST = Path("tests/data/speech/manifest.jsonl")
 
 
 def main(manifest: Path) -> None:
-    model = load_stt(STTConfig())._model  # the shared faster-whisper model
+    model = load_stt(STTConfig(), ThreadsConfig())._model  # the shared faster-whisper model
     clips = {c.id: c for c in read_manifest(manifest)}
     features = []
     for clip_id in CLIPS:

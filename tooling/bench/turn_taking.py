@@ -457,7 +457,7 @@ def offline_report(
 ) -> tuple[dict[str, Any], dict[str, Any] | None]:
     """The trade-off and the text model's accuracy for one audio path (16 kHz in process, or
     the phone line), with the configured transcriber — the real whisper."""
-    transcriber = load_stt(config.models.stt)
+    transcriber = load_stt(config.models.stt, config.threads)
 
     def transcribe(pcm: PCM16) -> str:
         return transcriber.transcribe_blocking(pcm).text

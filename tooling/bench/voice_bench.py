@@ -95,7 +95,8 @@ async def measure_clip(
     )
     clock = MonotonicClock()
     timeline = _Timeline(clock)
-    stt = STTStage(load_stt(config.models.stt), clock=clock, partials_interval_ms=partials_ms)
+    transcriber = load_stt(config.models.stt, config.threads)
+    stt = STTStage(transcriber, clock=clock, partials_interval_ms=partials_ms)
     pipeline = Pipeline([VADStage(config.vad), stt], name=clip.id, observers=[timeline])
     await pipeline.start()
     frame = RATE * 20 // 1000
@@ -133,7 +134,7 @@ async def measure_tts_first_audio(replies: list[str], config: CadenceConfig) -> 
     clock = MonotonicClock()
     timeline = _Timeline(clock)
     tts = TTSStage(
-        load_tts(config.models.tts),
+        load_tts(config.models.tts, config.threads),
         output_sample_rate=RATE,
         first_phrase_max_words=config.models.tts.first_phrase_max_words,
     )
@@ -235,7 +236,7 @@ async def run_voice_bench(
     command: str,
 ) -> dict[str, Any]:
     started = time.strftime("%Y-%m-%d %H:%M:%S")
-    load_stt(config.models.stt)  # load before the clock starts on the first clip
+    load_stt(config.models.stt, config.threads)  # load before the clock starts on the first clip
     passes: dict[str, list[ClipResult]] = {"captions off": []}
     for clip in clips:
         passes["captions off"].append(await measure_clip(clip, config, None))

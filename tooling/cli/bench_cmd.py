@@ -296,7 +296,7 @@ def bench_turns(
             raise typer.BadParameter(f"no complete clip {question!r}", param_hint="--question")
         timestamps_path = words or manifest.parent / WORDS_FILE
         timestamps = read_words(timestamps_path) if timestamps_path.is_file() else {}
-        synthesizer = load_tts(settings.models.tts)
+        synthesizer = load_tts(settings.models.tts, settings.threads)
 
         def synthesize(text: str) -> tuple[PCM16, int]:
             chunks = list(synthesizer.synthesize_blocking(text))

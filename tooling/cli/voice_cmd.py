@@ -40,7 +40,8 @@ def transcribe(
 ) -> None:
     """Print each file's transcript and its decode time."""
     err = Console(stderr=True, soft_wrap=True)
-    transcriber = _or_exit(lambda: load_stt(load_config_or_exit(config).models.stt), err)
+    settings = load_config_or_exit(config)
+    transcriber = _or_exit(lambda: load_stt(settings.models.stt, settings.threads), err)
     failed = False
     for file in files:
         try:
@@ -70,7 +71,8 @@ def say(
     if not text.strip():
         err.print("[red]error[/] nothing to say: TEXT is empty")
         raise typer.Exit(EXIT_BAD_INPUT)
-    synthesizer = _or_exit(lambda: load_tts(load_config_or_exit(config).models.tts), err)
+    settings = load_config_or_exit(config)
+    synthesizer = _or_exit(lambda: load_tts(settings.models.tts, settings.threads), err)
     chunks = list(synthesizer.synthesize_blocking(text))
     audio = np.concatenate(chunks) if chunks else np.zeros(0, np.int16)
     out_rate = rate or synthesizer.sample_rate

@@ -25,7 +25,7 @@ from cadence.pipeline.tracing import (
     turn_outcome,
 )
 from cadence.tooling.bench.stats import percentiles
-from cadence.tooling.report.anchor import end_anchor, voice_to_voice_ms
+from cadence.tooling.report.anchor import decision_to_sound_ms, end_anchor, voice_to_voice_ms
 from cadence.tooling.report.stages import STAGE_NAMES
 from cadence.tooling.report.summary import (
     TOOL_OUTCOMES,
@@ -74,6 +74,9 @@ def summarize_variant(all_turns: Sequence[TurnTrace], budget: BudgetConfig) -> V
     caller_turns = [o for o in outcomes if o is not TurnOutcome.WITHDRAWN]
     turns = [t for t, o in zip(all_turns, outcomes, strict=True) if o in ANSWERED_IN_TIME]
     voice_to_voice = [v for turn in turns if (v := voice_to_voice_ms(turn, anchor)) is not None]
+    decision_to_sound = [
+        v for turn in turns if (v := decision_to_sound_ms(turn, anchor)) is not None
+    ]
     endpoint_delays = _samples(turns, "endpoint")
     transcribed = _transcribed(all_turns)
     concurrency = [
@@ -94,6 +97,7 @@ def summarize_variant(all_turns: Sequence[TurnTrace], budget: BudgetConfig) -> V
         end_anchor=anchor.value,
         voice_to_voice_ms=latency_stats(voice_to_voice),
         server_voice_to_voice_ms=latency_stats(_samples(turns, VOICE_TO_VOICE.name)),
+        decision_to_sound_ms=latency_stats(decision_to_sound),
         stages_ms={name: latency_stats(_samples(turns, name)) for name in STAGE_NAMES},
         playback_ms=latency_stats(_samples(turns, PLAYBACK.name)),
         within_budget_fraction=(
@@ -131,6 +135,7 @@ def _row(turn: TurnTrace, outcome: TurnOutcome, anchor: AnchorEvent) -> TurnRow:
         transcript=transcript if isinstance(transcript, str) else None,
         outcome=outcome,
         voice_to_voice_ms=voice_to_voice_ms(turn, anchor),
+        decision_to_sound_ms=decision_to_sound_ms(turn, anchor),
         stages_ms={name: turn.latencies_ms[name] for name in (*STAGE_NAMES, PLAYBACK.name)},
     )
 

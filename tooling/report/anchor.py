@@ -1,4 +1,5 @@
-"""Which moment a report's voice-to-voice ends at, and each turn's voice-to-voice by it.
+"""Which moment a report's voice-to-voice ends at, and each turn's voice-to-voice (and decision
+→ sound) by it.
 
 A report's headline is what the caller hears (``audio_heard_first``) when the caller measured
 every turn — a benchmark's emulated phone, page or recording. Traces a server wrote alone
@@ -23,6 +24,14 @@ def end_anchor(turns: Sequence[TurnTrace]) -> AnchorEvent:
     if measured and all(measured):
         return AnchorEvent.AUDIO_HEARD_FIRST
     return AnchorEvent.AUDIO_OUT_FIRST
+
+
+def decision_to_sound_ms(turn: TurnTrace, anchor: AnchorEvent) -> float | None:
+    """From the end-of-turn decision (``endpoint``) to ``anchor``: the work that was still
+    left when the turn was declared over. Near zero when the reply's first audio was already
+    waiting in playout; ``None`` where either is missing."""
+    decided, heard = turn.events.get(AnchorEvent.ENDPOINT), turn.events.get(anchor)
+    return None if decided is None or heard is None else heard - decided
 
 
 def voice_to_voice_ms(turn: TurnTrace, anchor: AnchorEvent) -> float | None:

@@ -110,6 +110,12 @@ def _voice_to_voice(s: ReportSummary) -> str:
             f"p95 {_ms(server.p95)} ms; then playback to the caller's ear: "
             f"p50 {_ms(playback.p50)}, p95 {_ms(playback.p95)} ms."
         )
+    decided = s.decision_to_sound_ms
+    text += (
+        f"  \nDecision → sound (the end-of-turn decision → the same anchor; near 0 when the "
+        f"first audio was already waiting in playout): p50 {_ms(decided.p50)}, "
+        f"p95 {_ms(decided.p95)}, max {_ms(decided.max)} ms."
+    )
     return title + text
 
 
@@ -249,6 +255,8 @@ def _variants_table(s: ReportSummary) -> str:
     latencies: list[tuple[str, Callable[[VariantSummary], float | None]]] = [
         ("voice-to-voice p50", lambda v: v.voice_to_voice_ms.p50),
         ("voice-to-voice p95", lambda v: v.voice_to_voice_ms.p95),
+        ("decision → sound p50", lambda v: v.decision_to_sound_ms.p50),
+        ("decision → sound p95", lambda v: v.decision_to_sound_ms.p95),
         *((f"{LABELS[n]} p50", _stage_median(n)) for n in STAGE_NAMES),
     ]
     facts: list[tuple[str, Callable[[VariantSummary], str]]] = [
@@ -296,17 +304,18 @@ def _per_turn(s: ReportSummary) -> str:
         + (f"; {len(shown)} of {len(rows)} turns, evenly spread" if shown is not rows else "")
         + ".",
         "",
-        "| clip | session · turn | heard | outcome | v2v | "
+        "| clip | session · turn | heard | outcome | v2v | decision → sound | "
         + " | ".join(LABELS[n] for n in STAGE_NAMES)
         + " | playback |",
-        "|---|---|---|---|---:|" + "---:|" * (len(STAGE_NAMES) + 1),
+        "|---|---|---|---|---:|---:|" + "---:|" * (len(STAGE_NAMES) + 1),
     ]
     for row in shown:
         stages = " | ".join(_ms(row.stages_ms[n]) for n in (*STAGE_NAMES, "playback"))
         heard = (row.transcript or "").replace("|", "\\|")
         lines.append(
             f"| {row.clip_id or '–'} | {row.session_id} · {row.turn} | {heard or '–'} "
-            f"| {row.outcome.value} | {_ms(row.voice_to_voice_ms)} | {stages} |"
+            f"| {row.outcome.value} | {_ms(row.voice_to_voice_ms)} "
+            f"| {_ms(row.decision_to_sound_ms)} | {stages} |"
         )
     return "\n".join(lines)
 

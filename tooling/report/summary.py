@@ -14,7 +14,7 @@ from cadence.pipeline.frames import ToolOutcome
 from cadence.pipeline.tracing import TurnOutcome
 from cadence.tooling.report.stages import STAGE_NAMES
 
-SCHEMA_ID: Final = "cadence.report/3"
+SCHEMA_ID: Final = "cadence.report/4"
 
 TOOL_OUTCOMES: Final[tuple[ToolOutcome, ...]] = get_args(ToolOutcome)
 """Every outcome of a tool call, in the order ``calls`` lists them."""
@@ -84,6 +84,9 @@ class TurnRow(_Model):
     voice_to_voice_ms: float | None = Field(
         description="end of speech → the report's end anchor; negative when talked over"
     )
+    decision_to_sound_ms: float | None = Field(
+        description="the end-of-turn decision (`endpoint`) → the report's end anchor"
+    )
     stages_ms: dict[str, float | None] = Field(description="the stages and `playback`")
 
 
@@ -114,6 +117,10 @@ class VariantSummary(_Model):
     )
     server_voice_to_voice_ms: LatencyStats = Field(
         description="end of speech → first reply frame sent (`audio_out_first`), same turns"
+    )
+    decision_to_sound_ms: LatencyStats = Field(
+        description="the end-of-turn decision (`endpoint`) → `end_anchor`, same turns: what "
+        "was still to do once the turn was declared over (0 when the first audio was waiting)"
     )
     stages_ms: dict[str, LatencyStats] = Field(
         description="endpoint, stt, llm_first_emit, tts_first_audio, transport; same turns"
@@ -157,7 +164,7 @@ class ReportSummary(VariantSummary):
     it, else the first in the traces); ``variants`` holds every variant side by side when the
     traces hold more than one."""
 
-    schema_id: Literal["cadence.report/3"] = Field(default=SCHEMA_ID, alias="schema")
+    schema_id: Literal["cadence.report/4"] = Field(default=SCHEMA_ID, alias="schema")
     variant: str = Field(description="name of the variant the top level describes")
     variants: dict[str, VariantSummary] = Field(
         description="every variant in trace order when there are several; empty otherwise"

@@ -1,18 +1,18 @@
 """``Transcriber``: a faster-whisper model shared by every session of the process.
 
-Decodes run on one dedicated thread, one at a time, so the event loop never blocks and two
-sessions never split two cores between two decodes (each decode already uses both). Batching
-decodes of several sessions into one call was measured and does not pay on 2 cores (see
-docs/voice.md), so requests are served first come, first served.
+Decodes run on the transcriber's own threads (``workers`` of them, each a CTranslate2 worker
+of ``cpu_threads`` threads), so the event loop never blocks; the decode the turn waits for goes
+before a live caption (``Priority``), and a decode abandoned before it started is dropped.
+With two workers, a decode abandoned while running (speech resumed) never delays the next one:
+the next runs beside it (docs/cpu-budget.md). Batching decodes of several sessions into one
+call was measured and does not pay on 2 cores (see docs/voice.md).
 """
 
 from __future__ import annotations
 
-import asyncio
 import functools
 import threading
 import time
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -21,6 +21,7 @@ import numpy as np
 from faster_whisper import WhisperModel
 from faster_whisper.tokenizer import Tokenizer
 
+from cadence.core.priority import Priority, PriorityWorker
 from cadence.voice.audio.pcm import PCM16, pcm16_to_float
 from cadence.voice.model_errors import ModelUnavailableError
 
@@ -60,7 +61,10 @@ class WhisperOptions:
     model: str
     device: str = "cpu"
     compute_type: str = "int8"
-    cpu_threads: int = 2
+    cpu_threads: int = 1
+    """CTranslate2 threads per decode."""
+    workers: int = 2
+    """Decodes that can run at once."""
     beam_size: int = 1
     language: str = "en"
     encoder_window_s: float = 30.0
@@ -70,20 +74,19 @@ class Transcriber:
     def __init__(self, model: WhisperModel, options: WhisperOptions) -> None:
         self._model = model
         self._options = options
-        self._thread = ThreadPoolExecutor(max_workers=1, thread_name_prefix="whisper")
+        self._worker = PriorityWorker("whisper", threads=options.workers)
         self._tokenizer = Tokenizer(
             model.hf_tokenizer, model.model.is_multilingual, task="transcribe",
             language=options.language,
         )  # fmt: skip
         self._prompt = [*self._tokenizer.sot_sequence, self._tokenizer.no_timestamps]
-        self._waiting = 0
-        self._waiting_lock = threading.Lock()
+        self._running = 0
+        self._running_lock = threading.Lock()
 
     @property
-    def queued_decodes(self) -> int:
-        """Decodes submitted and not yet finished, abandoned ones included: a new decode
-        waits for all of them."""
-        return self._waiting
+    def running_decodes(self) -> int:
+        """Decodes running now, abandoned ones included (CTranslate2 cannot stop one)."""
+        return self._running
 
     def transcribe_blocking(self, pcm: PCM16) -> Transcription:
         """Decode 16 kHz audio of any length (past 30 s, whisper slides its window over it)."""
@@ -155,20 +158,20 @@ class Transcriber:
             if str(w.word).strip()
         ]
 
-    async def transcribe(self, pcm: PCM16) -> Transcription:
-        """Decode on the decoder thread. Cancelling the await abandons the result; the decode
-        itself runs to completion (CTranslate2 cannot be interrupted mid-call)."""
-        loop = asyncio.get_running_loop()
-        with self._waiting_lock:
-            self._waiting += 1
-        return await loop.run_in_executor(self._thread, self._counted_transcribe, pcm)
+    async def transcribe(self, pcm: PCM16, priority: Priority = Priority.URGENT) -> Transcription:
+        """Decode on a decoder thread at ``priority``. Cancelling the await drops a decode not
+        yet started; one that has runs to completion (CTranslate2 cannot be interrupted
+        mid-call), its result unused."""
+        return await self._worker.run(self._counted_transcribe, pcm, priority=priority)
 
     def _counted_transcribe(self, pcm: PCM16) -> Transcription:
+        with self._running_lock:
+            self._running += 1
         try:
             return self.transcribe_blocking(pcm)
         finally:
-            with self._waiting_lock:
-                self._waiting -= 1
+            with self._running_lock:
+                self._running -= 1
 
 
 @functools.cache
@@ -197,6 +200,7 @@ def _load_model(options: WhisperOptions) -> WhisperModel:
             device=options.device,
             compute_type=options.compute_type,
             cpu_threads=options.cpu_threads,
+            num_workers=options.workers,
             local_files_only=local,
         )
     except Exception as exc:

