@@ -48,6 +48,9 @@ class Agent:
         """Load every model the configuration and its overlays name, off the event loop, and
         check the tools they enable, so that a missing or broken one fails here rather than in
         the first call."""
+        # On this thread, before any other runs torch: a thread keeps the thread count it had
+        # when it first ran torch, and the threads started later take this one.
+        apply_thread_budget(self.config.threads)
         await asyncio.to_thread(self._load_all)
 
     async def open_session(
@@ -84,7 +87,6 @@ class Agent:
         return session
 
     def _load_all(self) -> None:
-        apply_thread_budget(self.config.threads)  # the process's, so not an overlay's
         configs = [self.config, *map(self.config.with_overlay, self.config.overlays)]
         for config in configs:
             offered_tools(self.tools, config.tools)

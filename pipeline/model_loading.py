@@ -25,8 +25,9 @@ from cadence.voice.turn import TextEndOfTurnModel
 
 
 def apply_thread_budget(threads: ThreadsConfig) -> None:
-    """Give torch its share of the cores (process-wide; whisper and Piper get theirs when
-    they load)."""
+    """Give torch its share of the cores (whisper and Piper get theirs when they load). Call
+    it before any thread runs torch: each thread keeps the count it started with, and threads
+    started later take this one. Process-wide, so an overlay has no budget of its own."""
     torch.set_num_threads(threads.llm)
 
 

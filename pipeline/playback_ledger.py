@@ -17,6 +17,7 @@ class _ReplyPlayback:
     phrases: list[tuple[str, float, float]] = field(default_factory=list)
     played_ms: float = 0.0
     finished: asyncio.Event = field(default_factory=asyncio.Event)
+    voiced: asyncio.Event = field(default_factory=asyncio.Event)
 
 
 class PlaybackLedger:
@@ -24,7 +25,9 @@ class PlaybackLedger:
         self._replies: dict[int, _ReplyPlayback] = {}
 
     def phrase(self, reply_index: int, text: str, start_ms: float, end_ms: float) -> None:
-        self._reply(reply_index).phrases.append((text, start_ms, end_ms))
+        reply = self._reply(reply_index)
+        reply.phrases.append((text, start_ms, end_ms))
+        reply.voiced.set()
 
     def played(self, reply_index: int, duration_ms: float) -> None:
         self._reply(reply_index).played_ms += duration_ms
@@ -38,6 +41,11 @@ class PlaybackLedger:
 
     def finished(self, reply_index: int) -> bool:
         return self._reply(reply_index).finished.is_set()
+
+    async def wait_voiced(self, reply_index: int) -> None:
+        """Returns once the reply's first phrase is synthesized: the caller's wait is over,
+        and the rest of the reply may have the cores."""
+        await self._reply(reply_index).voiced.wait()
 
     async def wait_finished(self, reply_index: int) -> None:
         """Returns once all of the reply's audio went out (heard, where the output confirms

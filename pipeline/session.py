@@ -92,6 +92,7 @@ class VoiceSession:
             faults=config.faults,
             tools=tools,
             tools_config=config.tools,
+            first_phrase_max_words=config.models.tts.first_phrase_max_words,
             background_wait_ms=config.threads.background_wait_ms,
             session_id=session_id,
         )

@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 from speech_data import speech_bounds_ms
 
 from cadence.core.clock import MonotonicClock
-from cadence.pipeline.config import CadenceConfig, STTConfig, TracingConfig
+from cadence.pipeline.config import CadenceConfig, TracingConfig
 from cadence.pipeline.frames import Frame, SpeechStartFrame
 from cadence.pipeline.session import SAMPLE_RATE, VoiceSession
 from cadence.pipeline.tracing import MemoryTraceSink
@@ -64,14 +64,6 @@ class Call:
 
 
 DEFAULT = CadenceConfig(tracing=TracingConfig(jsonl_path=None))
-NO_CAPTIONS = DEFAULT.model_copy(
-    update={
-        "models": DEFAULT.models.model_copy(update={"stt": STTConfig(partials_interval_ms=None)})
-    }
-)
-"""Without live captions: a caption decode in flight when a pause begins makes the engine skip
-the speculative decode (by design: it would wait for the caption), so whether there is one to
-discard would depend on how fast the machine decodes."""
 
 
 @asynccontextmanager

@@ -43,9 +43,10 @@ import dataclasses
 import functools
 import json
 import logging
-from collections.abc import Sequence
+from collections.abc import Coroutine, Sequence
 from contextlib import aclosing
 from dataclasses import dataclass, field
+from typing import Any
 
 from cadence.core.clock import Clock
 from cadence.core.priority import URGENT_WORK, UrgentWork
@@ -82,6 +83,7 @@ from cadence.pipeline.stage import Stage
 from cadence.pipeline.stages._time_limits import arriving_within
 from cadence.pipeline.stages.playout import DEFAULT_LEAD_MS
 from cadence.pipeline.tools import Keypad, Tool, ToolContext, ToolResult, ToolRunner
+from cadence.voice.tts import PhraseSplitter
 from cadence.voice.turn.cues import is_backchannel, is_hold_request
 
 logger = logging.getLogger(__name__)
@@ -166,14 +168,18 @@ class TurnStage(Stage):
         faults: FaultsConfig | None = None,
         tools: Sequence[Tool] = (),
         tools_config: ToolsConfig | None = None,
-        background_wait_ms: float = 250.0,
+        first_phrase_max_words: int = 6,
+        background_wait_ms: float = 0.0,
         urgent_work: UrgentWork = URGENT_WORK,
         session_id: str = "",
         name: str = "turn",
     ) -> None:
         """``tools``: what the generator is offered (the agent's and the built-ins the
-        configuration enables). Once a reply has its first words, each next block waits up
-        to ``background_wait_ms`` for ``urgent_work`` to be done."""
+        configuration enables). Once a reply's first phrase (as TTS cuts it, with
+        ``first_phrase_max_words``) is complete, the next block waits up to
+        ``background_wait_ms`` for its audio, and each block for ``urgent_work`` to be
+        done; 0 (a bare stage's default: no TTS may follow it) never waits. A session passes
+        ``threads.background_wait_ms``."""
         super().__init__(name=name)
         self._generator = generator
         self._clock = clock
@@ -185,6 +191,7 @@ class TurnStage(Stage):
         self._tools_config = tools_config or ToolsConfig()
         self._session_id = session_id
         self._background_wait_ms = background_wait_ms
+        self._first_phrase_max_words = first_phrase_max_words
         self._urgent_work = urgent_work
         self._runner = ToolRunner(
             tools,
@@ -494,9 +501,10 @@ class TurnStage(Stage):
         """Stream one answer of the generator into the reply; the tools it calls."""
         calls: tuple[ToolCall, ...] = ()
         choice: ToolChoice = "none" if last else "auto"
-        # Until its first words, the reply is what the caller waits for (urgent); after them,
-        # each next block waits for the urgent work of every call — this reply's first
-        # phrase above all — to be done (docs/cpu-budget.md).
+        # Until its first phrase is complete, a reply nothing of which was said is what the
+        # caller waits for (urgent). After it, the rest waits for that phrase's audio, then
+        # before each block for the urgent work of every call (docs/cpu-budget.md).
+        first_phrase = PhraseSplitter(self._first_phrase_max_words)
         urgent = not reply.text.strip()
         if urgent:
             self._urgent_work.started()
@@ -511,15 +519,31 @@ class TurnStage(Stage):
                     if piece.text:
                         await self._emit(reply, piece.text, piece.at_ms)
                     calls = piece.tool_calls or calls
-                    if urgent and reply.text.strip():
+                    if urgent and first_phrase.feed(piece.text):
                         urgent = False
                         self._urgent_work.finished()
-                    if not urgent:
+                        await self._in_time(self._ledger.wait_voiced(reply.reply_index))
+                    if not urgent and self._background_wait_ms:
                         await self._urgent_work.quiet(self._clock, self._background_wait_ms)
         finally:
             if urgent:
                 self._urgent_work.finished()
         return calls
+
+    async def _in_time(self, wait: Coroutine[Any, Any, None]) -> None:
+        """``wait``, for ``background_wait_ms`` at most."""
+        if not self._background_wait_ms:
+            wait.close()
+            return
+        waiting = asyncio.ensure_future(wait)
+        timer = asyncio.ensure_future(
+            self._clock.sleep_until(self._clock.now_ms() + self._background_wait_ms)
+        )
+        try:
+            await asyncio.wait({waiting, timer}, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            waiting.cancel()
+            timer.cancel()
 
     async def _run_calls(
         self, reply: _ReplyAttempt, number: int, round_: _Round

@@ -1,0 +1,288 @@
+"""Urgent work first (docs/cpu-budget.md): the workers' order, dropped jobs, the urgent count
+and its bounded wait; an abandoned whisper decode beside the next one; a call's first phrase
+before another's later ones; the rest of a reply generated only once its first phrase is
+synthesized; the thread budget applied to torch, CTranslate2 and onnxruntime."""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+from collections.abc import AsyncGenerator, Sequence
+
+import numpy as np
+import pytest
+import torch
+from models import synthesizer, transcriber
+from speech_data import clip
+
+from cadence.core.clock import VirtualClock
+from cadence.core.priority import URGENT_WORK, Priority, PriorityWorker, UrgentWork
+from cadence.llm import Turn
+from cadence.llm.emission import ReplyPiece
+from cadence.llm.tools import ToolChoice, ToolSpec
+from cadence.pipeline.agent import Agent
+from cadence.pipeline.config import CadenceConfig, EndOfTurnConfig, ThreadsConfig, TurnConfig
+from cadence.pipeline.end_of_turn import EndOfTurnDetector
+from cadence.pipeline.frames import Frame, ReplyPhraseFrame, SpeculativeTranscriptFrame
+from cadence.pipeline.model_loading import load_stt, load_tts
+from cadence.pipeline.pipeline import Pipeline
+from cadence.pipeline.playback_ledger import PlaybackLedger
+from cadence.pipeline.playout_gate import PlayoutGate
+from cadence.pipeline.stages.tts import TTSStage
+from cadence.pipeline.stages.turn import TurnStage
+from cadence.voice.stt import Transcriber
+from cadence.voice.stt.transcriber import WhisperOptions
+
+# --- the worker ---------------------------------------------------------------------------
+
+
+class Blocker:
+    """A job that holds a worker thread until released."""
+
+    def __init__(self) -> None:
+        self.running = threading.Event()
+        self.release = threading.Event()
+
+    def __call__(self) -> None:
+        self.running.set()
+        self.release.wait(timeout=30)
+
+
+async def started(blocker: Blocker) -> None:
+    for _ in range(3000):
+        if blocker.running.is_set():
+            return
+        await asyncio.sleep(0.001)
+    raise AssertionError("the blocking job never started")
+
+
+async def test_urgent_jobs_run_before_background_ones_queued_earlier() -> None:
+    work = UrgentWork()
+    worker = PriorityWorker("test", urgent=work)
+    blocker, order = Blocker(), list[str]()
+    held = asyncio.ensure_future(worker.run(blocker, priority=Priority.BACKGROUND))
+    await started(blocker)
+    jobs = [
+        asyncio.ensure_future(worker.run(order.append, name, priority=priority))
+        for name, priority in [
+            ("later phrase 1", Priority.BACKGROUND),
+            ("later phrase 2", Priority.BACKGROUND),
+            ("first phrase", Priority.URGENT),
+        ]
+    ]
+    await asyncio.sleep(0.01)
+    assert work.count == 1  # the urgent job, queued
+    blocker.release.set()
+    await asyncio.gather(held, *jobs)
+    assert order == ["first phrase", "later phrase 1", "later phrase 2"]
+    assert work.count == 0
+
+
+async def test_a_job_abandoned_before_it_starts_never_runs() -> None:
+    work = UrgentWork()
+    worker = PriorityWorker("test", urgent=work)
+    blocker, ran = Blocker(), list[str]()
+    held = asyncio.ensure_future(worker.run(blocker, priority=Priority.URGENT))
+    await started(blocker)
+    abandoned = asyncio.ensure_future(worker.run(ran.append, "abandoned", priority=Priority.URGENT))
+    await asyncio.sleep(0.01)
+    abandoned.cancel()
+    await asyncio.gather(abandoned, return_exceptions=True)
+    assert work.count == 1  # the running one only: the dropped job is no longer waited for
+    blocker.release.set()
+    await held
+    await worker.run(ran.append, "next", priority=Priority.BACKGROUND)
+    assert ran == ["next"]
+    assert work.count == 0
+
+
+async def test_a_failing_job_raises_in_its_caller_and_the_worker_goes_on() -> None:
+    worker = PriorityWorker("test", urgent=UrgentWork())
+
+    def fail() -> None:
+        raise RuntimeError("model failed")
+
+    with pytest.raises(RuntimeError, match="model failed"):
+        await worker.run(fail, priority=Priority.URGENT)
+    assert await worker.run(lambda: 42, priority=Priority.URGENT) == 42
+
+
+async def test_background_work_waits_for_the_urgent_work_within_its_bound() -> None:
+    work, clock = UrgentWork(), VirtualClock()
+    work.started()
+    waited = asyncio.ensure_future(work.quiet(clock, max_wait_ms=250))
+    await asyncio.sleep(0)  # it waits from now
+    await clock.advance(249)
+    assert not waited.done()
+    work.finished()  # the urgent work is done before the bound: the wait ends at once
+    await asyncio.wait_for(waited, 5)
+    assert clock.now_ms() == 249
+
+    work.started()  # urgent work that never ends does not starve the background
+    waited = asyncio.ensure_future(work.quiet(clock, max_wait_ms=250))
+    await asyncio.sleep(0)
+    await clock.advance(249)
+    assert not waited.done()
+    await clock.advance(1)
+    await asyncio.wait_for(waited, 5)
+    work.finished()
+    await work.quiet(clock, max_wait_ms=250)  # none urgent: no wait at all
+
+
+# --- whisper: an abandoned decode does not delay the next ----------------------------------
+
+
+def long_utterance() -> np.ndarray:
+    """About 20 s of real speech: several seconds of decoding on 2 cores."""
+    audio = np.concatenate([clip(c).audio() for c in ("ds_arctic_a0024", "whisper_jfk")] * 2)
+    assert len(audio) > 16000 * 15
+    return audio
+
+
+async def next_decode_while_the_abandoned_runs(decoder: Transcriber) -> tuple[str, int]:
+    """Start decoding a long utterance and abandon it once running (speech resumed), then
+    decode a short one: its transcript, and how many decodes were still running when it
+    came (the abandoned one, if the new decode did not wait for it)."""
+    abandoned = asyncio.ensure_future(decoder.transcribe(long_utterance()))
+    for _ in range(3000):
+        if decoder.running_decodes:
+            break
+        await asyncio.sleep(0.001)
+    abandoned.cancel()
+    await asyncio.gather(abandoned, return_exceptions=True)
+    result = await decoder.transcribe(clip("sb_spk2_snt1").audio())
+    still_running = decoder.running_decodes
+    for _ in range(6000):  # leave no decode running for the next test
+        if not decoder.running_decodes:
+            break
+        await asyncio.sleep(0.01)
+    return result.text, still_running
+
+
+async def test_an_abandoned_decode_does_not_delay_the_next() -> None:
+    text, still_running = await next_decode_while_the_abandoned_runs(transcriber())
+    assert "one war is enough" in text.lower()  # "we are sure that one war is enough"
+    assert still_running == 1  # the next decode ran beside the abandoned one, not after it
+
+
+async def test_with_one_decoder_the_next_decode_waits_for_the_abandoned() -> None:
+    # The contrast: the same model behind a single decoder thread (the budget before).
+    shared = transcriber()
+    one = Transcriber(shared._model, WhisperOptions(model="embedded:tiny.en", workers=1))
+    text, still_running = await next_decode_while_the_abandoned_runs(one)
+    assert "one war is enough" in text.lower()
+    assert still_running == 0
+
+
+# --- Piper: one call's first phrase before another call's later ones -----------------------
+
+
+async def test_a_first_phrase_goes_before_another_calls_later_phrases() -> None:
+    voice, done = synthesizer(), []
+
+    async def speak(name: str, text: str, priority: Priority) -> None:
+        async for _ in voice.synthesize(text, priority):
+            pass
+        done.append(name)
+
+    later = [
+        asyncio.ensure_future(
+            speak(f"later {n}", f"This is the later phrase number {n}.", Priority.BACKGROUND)
+        )
+        for n in range(3)
+    ]
+    await asyncio.sleep(0.01)  # the later phrases are queued (one of them started)
+    first = asyncio.ensure_future(speak("first", "Sure, one moment.", Priority.URGENT))
+    await asyncio.gather(first, *later)
+    assert done.index("first") <= 1  # after at most the phrase that was already running
+
+
+# --- the turn engine: the rest of the reply waits for the first phrase --------------------
+
+FIRST, REST = "Sure, I can do that.", " The table for two is booked at seven tonight."
+
+
+class TwoPieceGenerator:
+    """Answers with two pieces and logs when each is asked for."""
+
+    def __init__(self, log: list[str]) -> None:
+        self._log = log
+
+    async def prefill(self, history: Sequence[Turn]) -> None:
+        return None
+
+    async def stream(
+        self,
+        history: Sequence[Turn],
+        tools: Sequence[ToolSpec] = (),
+        tool_choice: ToolChoice = "auto",
+    ) -> AsyncGenerator[ReplyPiece, None]:
+        self._log.append("first piece generated")
+        yield ReplyPiece(FIRST, 0.0)
+        self._log.append("rest generated")
+        yield ReplyPiece(REST, 0.0)
+
+    async def aclose(self) -> None:
+        return None
+
+
+class PhraseLog:
+    def __init__(self, log: list[str]) -> None:
+        self._log = log
+
+    def on_frame(self, source: str, frame: Frame) -> None:
+        if isinstance(frame, ReplyPhraseFrame):
+            self._log.append(f"synthesized: {frame.text}")
+
+
+async def test_the_first_phrase_is_synthesized_before_the_rest_is_generated() -> None:
+    # The clock stands still, so the rest waits on the urgent work alone — the real Piper
+    # synthesizing the first phrase — never on its time bound.
+    assert URGENT_WORK.count == 0
+    clock, log, ledger = VirtualClock(), list[str](), PlaybackLedger()
+    turn = TurnStage(
+        TwoPieceGenerator(log),
+        clock=clock,
+        ledger=ledger,
+        config=TurnConfig(end_of_turn=EndOfTurnConfig(model="punctuation")),
+        end_of_turn=EndOfTurnDetector(EndOfTurnConfig(model="punctuation"), None),
+        gate=PlayoutGate(),
+        background_wait_ms=ThreadsConfig().background_wait_ms,
+    )
+    tts = TTSStage(synthesizer(), output_sample_rate=16000, ledger=ledger)
+    pipeline = Pipeline([turn, tts], name="priority", observers=[PhraseLog(log)])
+    await pipeline.start()
+    try:
+        await pipeline.queue(SpeculativeTranscriptFrame(text="A table for two.", at_ms=0.0))
+        for _ in range(3000):
+            if "rest generated" in log:
+                break
+            await asyncio.sleep(0.002)
+    finally:
+        await pipeline.cancel("test over")
+    assert log[:3] == ["first piece generated", "synthesized: Sure,", "rest generated"]
+
+
+# --- the budget -----------------------------------------------------------------------------
+
+
+async def test_the_thread_budget_is_applied() -> None:
+    budget = ThreadsConfig(llm=1, stt=1, stt_workers=2, tts=1)
+    config = CadenceConfig(threads=budget)
+    before = torch.get_num_threads()
+    try:
+        torch.set_num_threads(2)
+        await Agent(config).load()
+        assert torch.get_num_threads() == 1
+        fresh: list[int] = []
+        thread = threading.Thread(target=lambda: fresh.append(torch.get_num_threads()))
+        thread.start()
+        thread.join()
+        assert fresh == [1]  # a thread started later (a generator's) takes the budget
+    finally:
+        torch.set_num_threads(before)
+    voice = load_tts(config.models.tts, budget)
+    assert voice._voice.session.get_session_options().intra_op_num_threads == 1
+    decoder = load_stt(config.models.stt, budget)
+    assert decoder._model.model.num_workers == 2
+    assert load_tts(config.models.tts, ThreadsConfig(tts=2)) is not voice  # a budget per load
