@@ -122,18 +122,32 @@ class PriorityWorker:
         self._jobs: queue.PriorityQueue[_Job] = queue.PriorityQueue()
         self._numbers = itertools.count()
         self._urgent = urgent
+        self._pending = 0
+        self._pending_lock = threading.Lock()
         for n in range(threads):
             threading.Thread(target=self._serve, name=f"{name}-{n}", daemon=True).start()
+
+    @property
+    def pending(self) -> int:
+        """Jobs queued or running (a job dropped before it started is not)."""
+        return self._pending
 
     async def run(self, fn: Callable[..., T], *args: Any, priority: Priority) -> T:
         """``fn(*args)`` on a worker thread. Cancelling the await drops the job if it has not
         started; one that has runs to its end, its result unused."""
         future: Future[T] = Future()
+        with self._pending_lock:
+            self._pending += 1
+        future.add_done_callback(self._done)
         if priority is Priority.URGENT:
             self._urgent.started()
             future.add_done_callback(lambda _: self._urgent.finished())
         self._jobs.put(_Job(priority, next(self._numbers), lambda: fn(*args), future))
         return await asyncio.wrap_future(future)
+
+    def _done(self, _: Future[Any]) -> None:
+        with self._pending_lock:
+            self._pending -= 1
 
     def _serve(self) -> None:
         while True:

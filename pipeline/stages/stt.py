@@ -7,8 +7,9 @@ endpoint finds the transcript ready (or nearly) and confirms it as final; if spe
 the decode is abandoned and reported as discarded work — and never delays the next one: the
 transcriber runs it beside the next, or drops it if it had not started (docs/cpu-budget.md).
 Optional partial transcripts give live captions during speech, at a cost measured in
-docs/voice.md; they are background work, behind every decode a caller is waiting for, and
-the one in flight at a pause is dropped.
+docs/voice.md; they are background work: started only when no decode of any call is queued
+or running (under load they thin out instead of taking the cores), behind every decode a
+caller is waiting for, and the one in flight at a pause is dropped.
 
 A final decode that fails, or runs past ``timeout_ms``, yields a ``TranscriptFailedFrame``
 instead of a transcript: the turn engine asks the caller to repeat, and the session goes on.
@@ -125,6 +126,7 @@ class STTStage(Stage):
             and self._utterance_ms - self._partial_at_ms >= interval
             and (self._partial is None or self._partial.done())
             and self._speculation is None
+            and self._transcriber.pending_decodes == 0  # captions use idle decoders only
         ):
             self._partial_at_ms = self._utterance_ms
             self._partial = self.spawn(self._caption(self._audio()), name="partial-decode")

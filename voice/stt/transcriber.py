@@ -84,6 +84,11 @@ class Transcriber:
         self._running_lock = threading.Lock()
 
     @property
+    def pending_decodes(self) -> int:
+        """Decodes queued or running (abandoned running ones included)."""
+        return self._worker.pending
+
+    @property
     def running_decodes(self) -> int:
         """Decodes running now, abandoned ones included (CTranslate2 cannot stop one)."""
         return self._running
