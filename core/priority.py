@@ -8,9 +8,10 @@ is which:
 * ``PriorityWorker`` runs blocking jobs (a whisper decode, a Piper chunk) on its own threads,
   every urgent job before any background one; a job whose caller stopped waiting before it
   started is dropped, so an abandoned decode never delays the next.
-* ``UrgentWork`` counts the urgent jobs queued or running in the process, so that work run
-  elsewhere (the generator's later blocks, in torch's threads) can wait for none to be left —
-  within a bound, so that it never starves.
+* ``UrgentWork`` counts the urgent jobs queued or running in the process, so that background
+  work anywhere — a later phrase on the Piper thread, the generator's later blocks in
+  torch's — waits for none to be left before it starts, within a bound (``max_wait_ms``) so
+  that it never starves.
 
 The count is process-wide (``URGENT_WORK``) because the cores are: one call's first phrase
 goes before another call's last.
@@ -23,6 +24,7 @@ import contextlib
 import itertools
 import queue
 import threading
+import time
 from collections.abc import Callable, Iterator
 from concurrent.futures import Future
 from dataclasses import dataclass, field
@@ -44,11 +46,14 @@ class Priority(IntEnum):
 
 
 class UrgentWork:
-    """How many urgent jobs are queued or running; background work waits for none."""
+    """How many urgent jobs are queued or running; background work waits for none, for
+    ``max_wait_ms`` at most (``threads.background_wait_ms`` sets the process's)."""
 
-    def __init__(self) -> None:
+    def __init__(self, max_wait_ms: float = 250.0) -> None:
+        self.max_wait_ms = max_wait_ms
         self._count = 0
         self._lock = threading.Lock()
+        self._quiet = threading.Condition(self._lock)
         self._waiters: list[tuple[asyncio.AbstractEventLoop, asyncio.Future[None]]] = []
 
     @property
@@ -65,6 +70,7 @@ class UrgentWork:
             self._count -= 1
             if self._count > 0:
                 return
+            self._quiet.notify_all()
             waiters, self._waiters = self._waiters, []
         for loop, waiter in waiters:
             loop.call_soon_threadsafe(_wake, waiter)
@@ -78,7 +84,18 @@ class UrgentWork:
         finally:
             self.finished()
 
-    async def quiet(self, clock: Clock, max_wait_ms: float) -> None:
+    def quiet_blocking(self, stop_waiting: Callable[[], bool]) -> None:
+        """On a worker thread: return once no urgent job is queued or running, once
+        ``stop_waiting()``, or after ``max_wait_ms``."""
+        deadline = time.monotonic() + self.max_wait_ms / 1000.0
+        with self._quiet:
+            while self._count > 0 and not stop_waiting():
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    return
+                self._quiet.wait(min(left, POLL_S))
+
+    async def quiet(self, clock: Clock) -> None:
         """Return once no urgent job is queued or running, or after ``max_wait_ms``."""
         loop = asyncio.get_running_loop()
         waiter: asyncio.Future[None] = loop.create_future()
@@ -86,7 +103,7 @@ class UrgentWork:
             if self._count <= 0:
                 return
             self._waiters.append((loop, waiter))
-        timer = asyncio.ensure_future(clock.sleep_until(clock.now_ms() + max_wait_ms))
+        timer = asyncio.ensure_future(clock.sleep_until(clock.now_ms() + self.max_wait_ms))
         try:
             await asyncio.wait({waiter, timer}, return_when=asyncio.FIRST_COMPLETED)
         finally:
@@ -94,6 +111,10 @@ class UrgentWork:
             with self._lock:
                 if (loop, waiter) in self._waiters:
                     self._waiters.remove((loop, waiter))
+
+
+POLL_S = 0.01
+"""How often a worker thread waiting for quiet looks whether a job of its own came first."""
 
 
 def _wake(waiter: asyncio.Future[None]) -> None:
@@ -115,8 +136,10 @@ class _Job:
 
 class PriorityWorker:
     """``threads`` threads running blocking jobs, urgent ones first, in order within a
-    priority. The threads are daemons: a worker lives as long as the model it serves, which is
-    loaded once per process."""
+    priority; a background job starts only once no urgent job of the process is left (within
+    the bound), and gives way to an urgent job of its own worker that comes meanwhile. The
+    threads are daemons: a worker lives as long as the model it serves, which is loaded once
+    per process."""
 
     def __init__(self, name: str, *, threads: int = 1, urgent: UrgentWork = URGENT_WORK) -> None:
         self._jobs: queue.PriorityQueue[_Job] = queue.PriorityQueue()
@@ -149,9 +172,18 @@ class PriorityWorker:
         with self._pending_lock:
             self._pending -= 1
 
+    def _urgent_queued(self) -> bool:
+        with self._jobs.mutex:
+            return bool(self._jobs.queue) and self._jobs.queue[0].priority is Priority.URGENT
+
     def _serve(self) -> None:
         while True:
             job = self._jobs.get()
+            if job.priority is Priority.BACKGROUND and not job.future.cancelled():
+                self._urgent.quiet_blocking(self._urgent_queued)
+                if self._urgent_queued():
+                    self._jobs.put(job)  # its place is kept: it has its number
+                    continue
             if not job.future.set_running_or_notify_cancel():
                 continue  # its caller stopped waiting before it started
             try:

@@ -10,6 +10,7 @@ from functools import cache
 
 import torch
 
+from cadence.core.priority import URGENT_WORK
 from cadence.pipeline.config import (
     CadenceConfig,
     EndOfTurnConfig,
@@ -25,10 +26,12 @@ from cadence.voice.turn import TextEndOfTurnModel
 
 
 def apply_thread_budget(threads: ThreadsConfig) -> None:
-    """Give torch its share of the cores (whisper and Piper get theirs when they load). Call
+    """Give torch its share of the cores (whisper and Piper get theirs when they load), and
+    set how long background work waits for urgent work. Call
     it before any thread runs torch: each thread keeps the count it started with, and threads
     started later take this one. Process-wide, so an overlay has no budget of its own."""
     torch.set_num_threads(threads.llm)
+    URGENT_WORK.max_wait_ms = threads.background_wait_ms
 
 
 def load_stt(config: STTConfig, threads: ThreadsConfig) -> Transcriber:

@@ -93,7 +93,7 @@ class VoiceSession:
             tools=tools,
             tools_config=config.tools,
             first_phrase_max_words=config.models.tts.first_phrase_max_words,
-            background_wait_ms=config.threads.background_wait_ms,
+            yield_to_urgent=True,
             session_id=session_id,
         )
         stt = config.models.stt

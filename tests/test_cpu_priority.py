@@ -96,6 +96,30 @@ async def test_a_job_abandoned_before_it_starts_never_runs() -> None:
     assert work.count == 0
 
 
+async def test_a_background_job_waits_for_urgent_work_elsewhere_and_yields_to_its_own() -> None:
+    work = UrgentWork(max_wait_ms=60_000)
+    worker, order = PriorityWorker("test", urgent=work), list[str]()
+    with work.holding():  # urgent work on another worker: a decode that decides a turn
+        later = asyncio.ensure_future(
+            worker.run(order.append, "later phrase", priority=Priority.BACKGROUND)
+        )
+        await asyncio.sleep(0.05)
+        assert order == []  # it waits
+        await worker.run(order.append, "first phrase", priority=Priority.URGENT)
+        assert order == ["first phrase"]  # an urgent job of its own worker went first
+        await asyncio.sleep(0.05)
+        assert order == ["first phrase"]  # and the other urgent work is still going on
+    await asyncio.wait_for(later, 10)
+    assert order == ["first phrase", "later phrase"]
+
+
+async def test_a_background_job_waits_no_longer_than_the_bound() -> None:
+    work = UrgentWork(max_wait_ms=50)
+    worker = PriorityWorker("test", urgent=work)
+    with work.holding():  # urgent work that never ends
+        assert await asyncio.wait_for(worker.run(lambda: 7, priority=Priority.BACKGROUND), 10) == 7
+
+
 async def test_a_failing_job_raises_in_its_caller_and_the_worker_goes_on() -> None:
     worker = PriorityWorker("test", urgent=UrgentWork())
 
@@ -108,9 +132,9 @@ async def test_a_failing_job_raises_in_its_caller_and_the_worker_goes_on() -> No
 
 
 async def test_background_work_waits_for_the_urgent_work_within_its_bound() -> None:
-    work, clock = UrgentWork(), VirtualClock()
+    work, clock = UrgentWork(max_wait_ms=250), VirtualClock()
     work.started()
-    waited = asyncio.ensure_future(work.quiet(clock, max_wait_ms=250))
+    waited = asyncio.ensure_future(work.quiet(clock))
     await asyncio.sleep(0)  # it waits from now
     await clock.advance(249)
     assert not waited.done()
@@ -119,14 +143,14 @@ async def test_background_work_waits_for_the_urgent_work_within_its_bound() -> N
     assert clock.now_ms() == 249
 
     work.started()  # urgent work that never ends does not starve the background
-    waited = asyncio.ensure_future(work.quiet(clock, max_wait_ms=250))
+    waited = asyncio.ensure_future(work.quiet(clock))
     await asyncio.sleep(0)
     await clock.advance(249)
     assert not waited.done()
     await clock.advance(1)
     await asyncio.wait_for(waited, 5)
     work.finished()
-    await work.quiet(clock, max_wait_ms=250)  # none urgent: no wait at all
+    await work.quiet(clock)  # none urgent: no wait at all
 
 
 # --- whisper: an abandoned decode does not delay the next ----------------------------------
@@ -247,7 +271,7 @@ async def test_the_first_phrase_is_synthesized_before_the_rest_is_generated() ->
         config=TurnConfig(end_of_turn=EndOfTurnConfig(model="punctuation")),
         end_of_turn=EndOfTurnDetector(EndOfTurnConfig(model="punctuation"), None),
         gate=PlayoutGate(),
-        background_wait_ms=ThreadsConfig().background_wait_ms,
+        yield_to_urgent=True,
     )
     tts = TTSStage(synthesizer(), output_sample_rate=16000, ledger=ledger)
     pipeline = Pipeline([turn, tts], name="priority", observers=[PhraseLog(log)])

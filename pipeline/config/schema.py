@@ -70,8 +70,9 @@ class ThreadsConfig(Options):
     """onnxruntime's intra-op threads for the Piper voice: the first phrase is what the
     caller waits for, and two threads synthesize it in half the time of one."""
     background_wait_ms: float = Field(250.0, ge=0)
-    """The longest the rest of a reply waits for urgent work (any call's) to finish before
-    its next block: the rest is needed only at speaking pace, but must never starve."""
+    """The longest background work — a later phrase's synthesis, the generator's next block
+    once the first phrase is complete — waits for urgent work (any call's) to be done before
+    it starts: the rest of a reply is needed only at speaking pace, but must never starve."""
 
 
 class ModelsConfig(Options):

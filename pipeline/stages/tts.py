@@ -40,7 +40,6 @@ class _ReplySpeech:
     reply_index: int
     splitter: PhraseSplitter
     phrases: asyncio.Queue[tuple[str, Priority] | None] = field(default_factory=asyncio.Queue)
-    speaker: asyncio.Task[None] | None = None
     fresh: bool = True
     """The next phrase is the first the caller will hear after waiting."""
 
@@ -92,10 +91,10 @@ class TTSStage(Stage):
                 last = reply.splitter.flush()
                 if last is not None:
                     reply.add([last])
+                # The speaker passes the end of the reply on after its audio. This worker goes
+                # on at once: the commit that follows must reach playout now, not behind the
+                # synthesis of the rest of the reply.
                 reply.phrases.put_nowait(None)
-                # The end of the reply moves on only after its audio.
-                if reply.speaker is not None:
-                    await reply.speaker
             case _:
                 await self.push(frame)
 
@@ -105,7 +104,7 @@ class TTSStage(Stage):
     def _reply_for(self, reply_index: int) -> _ReplySpeech:
         if self._reply is None or self._reply.reply_index != reply_index:
             self._reply = _ReplySpeech(reply_index, PhraseSplitter(self._first_phrase_max_words))
-            self._reply.speaker = self.spawn(self._speak(self._reply), name=f"speak-{reply_index}")
+            self.spawn(self._speak(self._reply), name=f"speak-{reply_index}")
         return self._reply
 
     async def _speak(self, reply: _ReplySpeech) -> None:

@@ -169,17 +169,16 @@ class TurnStage(Stage):
         tools: Sequence[Tool] = (),
         tools_config: ToolsConfig | None = None,
         first_phrase_max_words: int = 6,
-        background_wait_ms: float = 0.0,
+        yield_to_urgent: bool = False,
         urgent_work: UrgentWork = URGENT_WORK,
         session_id: str = "",
         name: str = "turn",
     ) -> None:
         """``tools``: what the generator is offered (the agent's and the built-ins the
-        configuration enables). Once a reply's first phrase (as TTS cuts it, with
-        ``first_phrase_max_words``) is complete, the next block waits up to
-        ``background_wait_ms`` for its audio, and each block for ``urgent_work`` to be
-        done; 0 (a bare stage's default: no TTS may follow it) never waits. A session passes
-        ``threads.background_wait_ms``."""
+        configuration enables). With ``yield_to_urgent`` (a session's stage; a bare stage may
+        have no TTS after it), once a reply's first phrase (as TTS cuts it, with
+        ``first_phrase_max_words``) is complete, the next block waits for its audio, and each
+        block for ``urgent_work`` to be done, each time within ``urgent_work.max_wait_ms``."""
         super().__init__(name=name)
         self._generator = generator
         self._clock = clock
@@ -190,7 +189,7 @@ class TurnStage(Stage):
         self._faults = faults or FaultsConfig()
         self._tools_config = tools_config or ToolsConfig()
         self._session_id = session_id
-        self._background_wait_ms = background_wait_ms
+        self._yield_to_urgent = yield_to_urgent
         self._first_phrase_max_words = first_phrase_max_words
         self._urgent_work = urgent_work
         self._runner = ToolRunner(
@@ -523,21 +522,21 @@ class TurnStage(Stage):
                         urgent = False
                         self._urgent_work.finished()
                         await self._in_time(self._ledger.wait_voiced(reply.reply_index))
-                    if not urgent and self._background_wait_ms:
-                        await self._urgent_work.quiet(self._clock, self._background_wait_ms)
+                    if not urgent and self._yield_to_urgent:
+                        await self._urgent_work.quiet(self._clock)
         finally:
             if urgent:
                 self._urgent_work.finished()
         return calls
 
     async def _in_time(self, wait: Coroutine[Any, Any, None]) -> None:
-        """``wait``, for ``background_wait_ms`` at most."""
-        if not self._background_wait_ms:
+        """``wait``, for the urgent work's bound at most (none without ``yield_to_urgent``)."""
+        if not self._yield_to_urgent:
             wait.close()
             return
         waiting = asyncio.ensure_future(wait)
         timer = asyncio.ensure_future(
-            self._clock.sleep_until(self._clock.now_ms() + self._background_wait_ms)
+            self._clock.sleep_until(self._clock.now_ms() + self._urgent_work.max_wait_ms)
         )
         try:
             await asyncio.wait({waiting, timer}, return_when=asyncio.FIRST_COMPLETED)
