@@ -48,6 +48,16 @@ def test_the_first_phrase_is_cut_after_a_few_words_without_a_boundary() -> None:
     assert " ".join(split([w + " " for w in text.split()], 4)) == text
 
 
+def test_a_first_phrase_cut_by_its_length_ends_where_a_spoken_phrase_would() -> None:
+    # Before the last conjunction, preposition or relative word of its first six words…
+    text = "I found ten events for you to pick from this weekend in the city"
+    phrases = split([word + " " for word in text.split()])
+    assert phrases[0] == "I found ten events"
+    assert phrases[1].startswith("for you")
+    # …but never fewer than three words: "to" is too early here, so six words it is.
+    assert split(["I want to book a table tonight please "])[0] == "I want to book a table"
+
+
 def test_later_phrases_keep_short_clauses_together() -> None:
     phrases = split(["Okay. ", "Yes, sir, your card ending in four two is blocked now. Bye."])
     assert phrases == ["Okay.", "Yes, sir, your card ending in four two is blocked now.", "Bye."]
@@ -197,4 +207,4 @@ def test_a_pause_speaks_what_is_held_and_the_next_phrase_is_short_again() -> Non
     assert splitter.feed("Let me check that") == []  # no phrase end yet: held
     assert splitter.flush() == "Let me check that"  # a tool runs: said now
     resumed = splitter.feed("Your table is booked for two at seven ")
-    assert resumed == ["Your table is booked for two"]  # cut short, as a first phrase is
+    assert resumed == ["Your table is booked"]  # cut short, as a first phrase is

@@ -1,7 +1,9 @@
 """``PhraseSplitter``: cuts streamed reply text into phrases worth synthesizing on their own.
 
-The first phrase is cut early — at the first clause or sentence boundary, or after a few
-words — because its length is the caller's wait for the first sound. Later phrases end at
+The first phrase is cut early — at the first clause or sentence boundary, or within its first
+few words — because its length is the caller's wait for the first sound. Cut by its length,
+it ends where a spoken phrase would: before the last conjunction, preposition or relative word
+within those words ("I found ten events | for you to pick from"), else after them. Later phrases end at
 sentence boundaries, or at clause boundaries once they are long enough to sound natural.
 A boundary only counts once the text after it has started (a space arrived), so "3." in
 "3.5" or "Dr." are never cut.
@@ -39,6 +41,15 @@ _ABBREVIATIONS = frozenset(
 
 LATER_CLAUSE_MIN_WORDS = 6
 """A later phrase is cut at a comma only once it has this many words."""
+
+FIRST_PHRASE_MIN_WORDS = 3
+"""A first phrase cut by its length keeps at least this many words."""
+
+PHRASE_STARTS = frozenset(
+    "and but or so because for with at in on to from of about by near until before after "
+    "that which who whom whose where when while if than".split()
+)
+"""Words a spoken phrase starts with: a first phrase cut by its length ends before one."""
 
 
 class PhraseSplitter:
@@ -89,7 +100,7 @@ class PhraseSplitter:
         if sentence is not None:
             return sentence
         if first:
-            return _after_words(buffer, self.first_phrase_max_words)
+            return _first_phrase_cut(buffer, self.first_phrase_max_words)
         return None
 
 
@@ -98,7 +109,15 @@ def _is_abbreviation(text: str, match: re.Match[str]) -> bool:
     return bool(words) and match.group().startswith(".") and words[-1].lower() in _ABBREVIATIONS
 
 
-def _after_words(text: str, count: int) -> int | None:
-    """Offset just after the ``count``-th complete word, if ``count`` words are complete."""
+def _first_phrase_cut(text: str, max_words: int) -> int | None:
+    """Once ``max_words`` words are complete: the offset before the last phrase-starting word
+    that leaves at least ``FIRST_PHRASE_MIN_WORDS`` before it, else after the ``max_words``-th
+    word."""
     completed = list(re.finditer(r"\S+\s", text))
-    return completed[count - 1].end() if len(completed) >= count else None
+    if len(completed) < max_words:
+        return None
+    for index in range(max_words - 1, FIRST_PHRASE_MIN_WORDS - 1, -1):
+        word = completed[index].group().strip().lower()
+        if word in PHRASE_STARTS:
+            return completed[index].start()
+    return completed[max_words - 1].end()
