@@ -24,7 +24,7 @@ from cadence.pipeline.stages import TTSStage
 from cadence.voice.audio import PCM16, resample
 from cadence.voice.model_errors import ModelUnavailableError
 from cadence.voice.stt import word_error_rate
-from cadence.voice.tts import PhraseSplitter, load_synthesizer
+from cadence.voice.tts import PhraseSplitter, load_synthesizer, without_leading_silence
 
 
 def split(pieces: list[str], first_max_words: int = 6) -> list[str]:
@@ -56,6 +56,20 @@ def test_a_first_phrase_cut_by_its_length_ends_where_a_spoken_phrase_would() -> 
     assert phrases[1].startswith("for you")
     # …but never fewer than three words: "to" is too early here, so six words it is.
     assert split(["I want to book a table tonight please "])[0] == "I want to book a table"
+
+
+def test_the_leading_silence_is_trimmed_to_a_short_lead_in() -> None:
+    voice = synthesizer()
+    audio = np.concatenate(list(voice.synthesize_blocking("I found ten events.")))
+    quiet = 32768 * 10 ** (-60 / 20)
+    onset = int(np.argmax(np.abs(audio.astype(np.int32)) > quiet))
+    assert onset > voice.sample_rate * 0.02  # Piper starts with tens of ms of silence
+    trimmed = without_leading_silence(audio, voice.sample_rate)
+    lead_in = round(voice.sample_rate * 0.010)
+    assert len(audio) - len(trimmed) == onset - lead_in  # 10 ms kept before the first sound
+    assert np.array_equal(trimmed, audio[onset - lead_in :])  # nothing else changed
+    silence = np.zeros(800, np.int16)
+    assert np.array_equal(without_leading_silence(silence, 16000), silence)
 
 
 def test_later_phrases_keep_short_clauses_together() -> None:

@@ -12,7 +12,9 @@ import itertools
 from speech_data import clip, speech_bounds_ms, spoken, with_silence, words
 from voice_call import DEFAULT, Call, open_call
 
+from cadence.core.clock import MonotonicClock
 from cadence.pipeline.config import CadenceConfig, EndOfTurnConfig, TurnConfig
+from cadence.pipeline.frames import AudioOutFrame, Frame, TurnCommittedFrame
 from cadence.pipeline.session import SAMPLE_RATE
 from cadence.pipeline.tracing import AnchorEvent
 from cadence.tooling.bench.paused_clips import noise_bed, with_pause
@@ -92,6 +94,40 @@ async def test_a_silence_at_the_maximum_ends_the_turn() -> None:
     waited = turn.events[A.ENDPOINT] - said.end_ms
     assert 1200 - 150 <= waited < 1200 + 2000  # the VAD's end of speech is within a frame or two
     assert turn.annotations["end_of_turn_wait_ms"] == 1200
+
+
+class PlayoutTimes:
+    """When the reply's first audio frame reached playout, and when the turn was decided."""
+
+    def __init__(self, clock: MonotonicClock) -> None:
+        self._clock = clock
+        self.first_audio_ms: float | None = None
+        self.decided_ms: float | None = None
+
+    def on_frame(self, source: str, frame: Frame) -> None:
+        if source == "tts" and isinstance(frame, AudioOutFrame) and self.first_audio_ms is None:
+            self.first_audio_ms = self._clock.now_ms()
+        if source == "turn" and isinstance(frame, TurnCommittedFrame) and self.decided_ms is None:
+            self.decided_ms = self._clock.now_ms()
+
+
+async def test_the_first_audio_is_waiting_in_playout_when_the_turn_is_decided() -> None:
+    # A 1.2 s wait whatever the words: the reply prepared at pause onset — transcript, first
+    # piece, first phrase's audio — is in playout before the decision, and goes out at it.
+    clock = MonotonicClock()
+    times = PlayoutTimes(clock)
+    config = patient(1200, complete_at=1.0, incomplete_at=0.999)
+    async with open_call(config, clock, times) as call:
+        await call.caller.pause(500)
+        said = await call.say(clip("sb_spk2_snt1").audio())  # "we are sure that one war is enough"
+        await wait_for_reply(call)
+        await call.caller.pause(300)
+        await call.session.close()
+    assert times.first_audio_ms is not None
+    assert times.decided_ms is not None
+    assert said.end_ms < times.first_audio_ms < times.decided_ms
+    assert times.decided_ms >= said.end_ms + 1000  # the wait, from the true end of speech
+    assert min(call.sent_ms()) >= times.decided_ms  # held until the decision
 
 
 async def test_hold_on_gets_no_reply_but_a_short_acknowledgement() -> None:

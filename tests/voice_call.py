@@ -12,6 +12,7 @@ from speech_data import speech_bounds_ms
 from cadence.core.clock import MonotonicClock
 from cadence.pipeline.config import CadenceConfig, TracingConfig
 from cadence.pipeline.frames import Frame, SpeechStartFrame
+from cadence.pipeline.pipeline import FrameObserver
 from cadence.pipeline.session import SAMPLE_RATE, VoiceSession
 from cadence.pipeline.tracing import MemoryTraceSink
 from cadence.tooling.caller import SimulatedCaller
@@ -67,8 +68,11 @@ DEFAULT = CadenceConfig(tracing=TracingConfig(jsonl_path=None))
 
 
 @asynccontextmanager
-async def open_call(config: CadenceConfig = DEFAULT) -> AsyncIterator[Call]:
-    clock = MonotonicClock()
+async def open_call(
+    config: CadenceConfig = DEFAULT, clock: MonotonicClock | None = None, *observers: FrameObserver
+) -> AsyncIterator[Call]:
+    """A call on ``config``; ``observers`` see every frame (on ``clock``, the session's)."""
+    clock = clock or MonotonicClock()
     output, traces, starts = RecordingAudioOutput(clock), MemoryTraceSink(), SpeechStarts(clock)
     session = VoiceSession(
         config,
@@ -77,7 +81,7 @@ async def open_call(config: CadenceConfig = DEFAULT) -> AsyncIterator[Call]:
         output_sample_rate=16000,
         clock=clock,
         trace_sinks=[traces],
-        observers=[starts],
+        observers=[starts, *observers],
     )
     await session.start()
     try:

@@ -4,10 +4,10 @@ Text pieces are cut into phrases (the first one short); each phrase is synthesiz
 it is complete, while later text is still arriving, and its audio goes out in 20 ms frames
 resampled to the transport's rate. The first phrase — of the reply, and again after a pause
 while tools run — is urgent: the caller is waiting for it, so it goes before every other
-call's later phrases; the rest is background work, needed only at speaking pace. One speaker
-task per reply synthesizes phrases in order; an interrupt cancels it mid-phrase. When the
-reply ends, the stage reports how much audio it produced (``ReplySynthesizedFrame``) before
-passing the end of the reply on.
+call's later phrases, and starts without the voice's leading silence; the rest is background
+work, needed only at speaking pace. One speaker task per reply synthesizes phrases in order;
+an interrupt cancels it mid-phrase. When the reply ends, the stage reports how much audio it
+produced (``ReplySynthesizedFrame``) before passing the end of the reply on.
 """
 
 from __future__ import annotations
@@ -30,7 +30,7 @@ from cadence.pipeline.playback_ledger import PlaybackLedger
 from cadence.pipeline.stage import Stage
 from cadence.pipeline.stages._time_limits import arriving_within
 from cadence.voice.audio import PCM16, AudioFramer, StreamResampler
-from cadence.voice.tts import PhraseSplitter, Synthesizer
+from cadence.voice.tts import PhraseSplitter, Synthesizer, without_leading_silence
 
 FRAME_MS = 20
 
@@ -114,10 +114,15 @@ class TTSStage(Stage):
         while (next_phrase := await reply.phrases.get()) is not None:
             phrase, priority = next_phrase
             start_ms = audio.position_ms
+            # After a wait (the caller's, or a tool's), the first sound comes at once.
+            trim = priority is Priority.URGENT
             try:
                 async for pcm in arriving_within(
                     self._synthesizer.synthesize(phrase, priority), self._timeout_ms
                 ):
+                    if trim:
+                        pcm = without_leading_silence(pcm, self._synthesizer.sample_rate)
+                        trim = not len(pcm)
                     for frame in audio.frames(pcm):
                         await self.push(frame)
             except TimeoutError:

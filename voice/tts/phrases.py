@@ -3,8 +3,9 @@
 The first phrase is cut early — at the first clause or sentence boundary, or within its first
 few words — because its length is the caller's wait for the first sound. Cut by its length,
 it ends where a spoken phrase would: before the last conjunction, preposition or relative word
-within those words ("I found ten events | for you to pick from"), else after them. Later phrases end at
-sentence boundaries, or at clause boundaries once they are long enough to sound natural.
+within those words ("I found ten events | for you to pick from"), else after them. Later
+phrases end at sentence boundaries, or at clause boundaries once they are long enough to sound
+natural.
 A boundary only counts once the text after it has started (a space arrived), so "3." in
 "3.5" or "Dr." are never cut.
 """
@@ -46,8 +47,37 @@ FIRST_PHRASE_MIN_WORDS = 3
 """A first phrase cut by its length keeps at least this many words."""
 
 PHRASE_STARTS = frozenset(
-    "and but or so because for with at in on to from of about by near until before after "
-    "that which who whom whose where when while if than".split()
+    [
+        "and",
+        "but",
+        "or",
+        "so",
+        "because",
+        "for",
+        "with",
+        "at",
+        "in",
+        "on",
+        "to",
+        "from",
+        "of",
+        "about",
+        "by",
+        "near",
+        "until",
+        "before",
+        "after",
+        "that",
+        "which",
+        "who",
+        "whom",
+        "whose",
+        "where",
+        "when",
+        "while",
+        "if",
+        "than",
+    ]
 )
 """Words a spoken phrase starts with: a first phrase cut by its length ends before one."""
 

@@ -16,6 +16,7 @@ import threading
 from collections.abc import AsyncIterator, Iterable, Iterator
 from pathlib import Path
 
+import numpy as np
 import onnxruntime
 from piper import PiperVoice
 from piper.config import PiperConfig
@@ -25,6 +26,13 @@ from cadence.voice.audio.pcm import PCM16
 from cadence.voice.model_errors import ModelUnavailableError
 
 EMBEDDED_VOICES = {"embedded:en_US-joe-medium"}
+
+SILENCE_DB = -60.0
+"""Samples quieter than this (dBFS) are silence: far below the quietest syllable."""
+
+LEAD_IN_MS = 10.0
+"""Silence kept before the first sound of a trimmed phrase, so that it does not start with a
+click."""
 
 
 class Synthesizer:
@@ -105,3 +113,13 @@ def _load_voice(model: Path, config: Path, threads: int) -> PiperVoice:
             str(model), sess_options=options, providers=["CPUExecutionProvider"]
         ),
     )
+
+
+def without_leading_silence(pcm: PCM16, sample_rate: int) -> PCM16:
+    """``pcm`` from ``LEAD_IN_MS`` before its first sound. Piper starts every phrase with
+    40–60 ms of silence: between phrases it is the voice's breath, but before the first phrase
+    of an answer it is only more waiting."""
+    loud = np.flatnonzero(np.abs(pcm.astype(np.int32)) > 32768.0 * 10 ** (SILENCE_DB / 20))
+    if not len(loud):
+        return pcm
+    return pcm[max(0, int(loud[0]) - round(sample_rate * LEAD_IN_MS / 1000)) :]
