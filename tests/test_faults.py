@@ -22,6 +22,7 @@ from twilio_phone import TwilioPhone
 from web_harness import wait_until, web_config
 
 from cadence.core.clock import MonotonicClock
+from cadence.core.priority import Priority
 from cadence.llm import ReplyPiece, Turn, TurnGenerator, create_generator
 from cadence.llm.tools import ToolChoice, ToolSpec
 from cadence.pipeline.config import CadenceConfig, FaultsConfig, TracingConfig
@@ -107,6 +108,7 @@ CRASHING_WRITER = """
 import os, signal, sys, time
 from pathlib import Path
 from cadence.core.clock import MonotonicClock
+from cadence.core.priority import Priority
 from cadence.pipeline.tracing import AnchorEvent, JSONLTraceSink, LatencyTracer
 
 clock = MonotonicClock()
@@ -277,10 +279,10 @@ async def test_a_failed_transcription_asks_the_caller_to_repeat_and_the_call_goe
     transcriber = load_stt(config.models.stt, config.threads)
     real, fault = transcriber.transcribe, Fault(mode)
 
-    async def transcribe(pcm: PCM16) -> Transcription:
+    async def transcribe(pcm: PCM16, priority: Priority = Priority.URGENT) -> Transcription:
         if fault.on:
             await fault.strike()
-        return await real(pcm)
+        return await real(pcm, priority)
 
     monkeypatch.setattr(transcriber, "transcribe", transcribe)
     call = Call(config)
@@ -324,7 +326,7 @@ async def test_a_failed_synthesizer_ends_the_session_in_bounded_time_with_the_re
     synthesizer = load_tts(config.models.tts, config.threads)
     fault = Fault(mode)
 
-    async def synthesize(text: str) -> AsyncIterator[PCM16]:
+    async def synthesize(text: str, priority: Priority) -> AsyncIterator[PCM16]:
         await fault.strike()
         yield np.zeros(0, np.int16)
 
