@@ -48,20 +48,23 @@ class Blocker:
         self.release.wait(timeout=30)
 
 
-async def started(blocker: Blocker) -> None:
+async def busy_worker(
+    priority: Priority,
+) -> tuple[UrgentWork, PriorityWorker, Blocker, asyncio.Future[None]]:
+    """A worker whose one thread runs a job (of ``priority``) until it is released."""
+    work = UrgentWork()
+    worker, blocker = PriorityWorker("test", urgent=work), Blocker()
+    held = asyncio.ensure_future(worker.run(blocker, priority=priority))
     for _ in range(3000):
         if blocker.running.is_set():
-            return
+            return work, worker, blocker, held
         await asyncio.sleep(0.001)
     raise AssertionError("the blocking job never started")
 
 
 async def test_urgent_jobs_run_before_background_ones_queued_earlier() -> None:
-    work = UrgentWork()
-    worker = PriorityWorker("test", urgent=work)
-    blocker, order = Blocker(), list[str]()
-    held = asyncio.ensure_future(worker.run(blocker, priority=Priority.BACKGROUND))
-    await started(blocker)
+    work, worker, blocker, held = await busy_worker(Priority.BACKGROUND)
+    order: list[str] = []
     jobs = [
         asyncio.ensure_future(worker.run(order.append, name, priority=priority))
         for name, priority in [
@@ -79,11 +82,8 @@ async def test_urgent_jobs_run_before_background_ones_queued_earlier() -> None:
 
 
 async def test_a_job_abandoned_before_it_starts_never_runs() -> None:
-    work = UrgentWork()
-    worker = PriorityWorker("test", urgent=work)
-    blocker, ran = Blocker(), list[str]()
-    held = asyncio.ensure_future(worker.run(blocker, priority=Priority.URGENT))
-    await started(blocker)
+    work, worker, blocker, held = await busy_worker(Priority.URGENT)
+    ran: list[str] = []
     abandoned = asyncio.ensure_future(worker.run(ran.append, "abandoned", priority=Priority.URGENT))
     await asyncio.sleep(0.01)
     abandoned.cancel()
