@@ -11,7 +11,12 @@ The pipeline needs only this::
 and, while the user is still speaking, ``await generator.prefill(history)``.
 """
 
-from cadence.llm.backends import create_generator, load_local_generator
+from cadence.llm.backends import (
+    GeneratorFactory,
+    create_generator,
+    generator_factory,
+    load_local_generator,
+)
 from cadence.llm.checkpoint import CheckpointError
 from cadence.llm.decoding import ReplyStats
 from cadence.llm.dialogue import Turn
@@ -30,6 +35,7 @@ __all__ = [
     "CheckpointError",
     "DecoderTurnGenerator",
     "DiffusionTurnGenerator",
+    "GeneratorFactory",
     "GeneratorOptions",
     "LLMOptions",
     "OpenAIOptions",
@@ -38,5 +44,6 @@ __all__ = [
     "Turn",
     "TurnGenerator",
     "create_generator",
+    "generator_factory",
     "load_local_generator",
 ]

@@ -5,6 +5,8 @@ open-weight checkpoint directory, or an OpenAI-compatible service.
 
 from __future__ import annotations
 
+import functools
+from collections.abc import Callable
 from pathlib import Path
 
 import torch
@@ -18,27 +20,39 @@ from cadence.llm.generator import (
     GeneratorOptions,
     TurnGenerator,
 )
-from cadence.llm.open_weights import open_weights_generator
+from cadence.llm.open_weights import open_weights_generators
 from cadence.llm.options import LLMOptions
 
+GeneratorFactory = Callable[[Clock | None], TurnGenerator]
+"""A new session's generator, on what the configuration named, loaded once."""
 
-def create_generator(config: LLMOptions, clock: Clock | None = None) -> TurnGenerator:
-    """The generator ``config`` names (``models.llm``), ready; fails fast with a
-    :class:`CheckpointError` naming the config key when its model cannot be had."""
+
+def generator_factory(config: LLMOptions) -> GeneratorFactory:
+    """What ``config`` names (``models.llm``), loaded once: each call of the result is the
+    turn generator of one more session — a local model's own cache over the shared weights,
+    or a client of the service. Fails fast with a :class:`CheckpointError` naming the config
+    key when its model cannot be had."""
     if config.backend == "openai":
         # Imported here so that the offline default never loads the HTTP client library.
         from cadence.llm.remote import create_openai_generator
 
-        return create_openai_generator(config.openai, clock)
-    return load_local_generator(config, clock)
+        return functools.partial(create_openai_generator, config.openai)
+    return local_generator_factory(config)
 
 
-def load_local_generator(config: LLMOptions, clock: Clock | None = None) -> DecoderTurnGenerator:
-    """A local model's generator (backends ``dllm`` and ``ar``), its checkpoint loaded on
+def create_generator(config: LLMOptions, clock: Clock | None = None) -> TurnGenerator:
+    """One generator for ``config``, its model loaded for it alone (``generator_factory``
+    shares one between sessions)."""
+    return generator_factory(config)(clock)
+
+
+def local_generator_factory(config: LLMOptions) -> Callable[[Clock | None], DecoderTurnGenerator]:
+    """A local model (backends ``dllm`` and ``ar``), its checkpoint loaded once on
     ``config.device``; the checkpoint must fit the backend. A directory is an open-weight
-    block-diffusion model (Fast-dLLM v2 or SDAR, told apart by its ``config.json``)."""
+    block-diffusion model (Fast-dLLM v2 or SDAR, told apart by its ``config.json``). The
+    weights are only read while decoding, so the sessions' generators share them."""
     if Path(config.checkpoint).expanduser().is_dir():
-        return open_weights_generator(config, _device(config.device), clock)
+        return open_weights_generators(config, _device(config.device))
     loaded = load_model(config.checkpoint)
     loaded.model.to(_device(config.device))
     wanted = "block_causal" if config.backend == "dllm" else "causal"
@@ -53,9 +67,13 @@ def load_local_generator(config: LLMOptions, clock: Clock | None = None) -> Deco
             f"with blocks of {loaded.model.config.block_size}"
         )
     options = GeneratorOptions.from_options(config)
-    if config.backend == "dllm":
-        return DiffusionTurnGenerator(loaded, options, clock)
-    return AutoregressiveTurnGenerator(loaded, options, clock)
+    kind = DiffusionTurnGenerator if config.backend == "dllm" else AutoregressiveTurnGenerator
+    return functools.partial(kind, loaded, options)
+
+
+def load_local_generator(config: LLMOptions, clock: Clock | None = None) -> DecoderTurnGenerator:
+    """One local model's generator, its checkpoint loaded for it alone."""
+    return local_generator_factory(config)(clock)
 
 
 def _device(name: str) -> torch.device:

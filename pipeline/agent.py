@@ -12,7 +12,8 @@ sessions (calls) opened on them. The browser demo and the telephony endpoints ar
             ...
 
 The speech models (whisper, Piper) are shared by every session of the process; each session
-gets a turn generator of its own, since its cache holds that conversation. Tools
+gets a turn generator of its own, since its cache holds that conversation, over the weights the
+agent loaded once. Tools
 (``cadence.pipeline.tools.tool``) belong to the agent; each session offers those its
 configuration (or overlay) enables, with the built-ins it names (docs/tools.md)::
 
@@ -26,7 +27,7 @@ import itertools
 from collections.abc import Iterable, Sequence
 
 from cadence.core.clock import MonotonicClock
-from cadence.llm import create_generator
+from cadence.llm import GeneratorFactory, generator_factory
 from cadence.pipeline.config import CadenceConfig
 from cadence.pipeline.model_loading import apply_thread_budget, load_stt, prepare_fixed_phrases
 from cadence.pipeline.pipeline import FrameObserver
@@ -43,6 +44,8 @@ class Agent:
         self.config = config or CadenceConfig()
         self.tools = tuple(tools)
         """The agent's own tools; a session offers those its configuration enables."""
+        self._generators: dict[str | None, GeneratorFactory] = {}
+        """Each configuration's generators (by overlay), over the weights loaded once."""
 
     async def load(self) -> None:
         """Load every model the configuration and its overlays name, off the event loop, and
@@ -68,10 +71,12 @@ class Agent:
         configuration's overlays (``UnknownOverlayError`` if it has none of that name)."""
         config = self.config if overlay is None else self.config.with_overlay(overlay)
         clock = MonotonicClock()
-        # Loading the generator's checkpoint takes a while: not on the event loop, where other
-        # calls' audio is being paced.
         tools = offered_tools(self.tools, config.tools)
-        generator = await asyncio.to_thread(create_generator, config.models.llm, clock)
+        generators = self._generators.get(overlay)
+        if generators is None:  # not loaded: loading takes a while, and not on the event loop
+            generators = await asyncio.to_thread(generator_factory, config.models.llm)
+            self._generators[overlay] = generators
+        generator = generators(clock)
         session = VoiceSession(
             config,
             output,
@@ -87,9 +92,13 @@ class Agent:
         return session
 
     def _load_all(self) -> None:
-        configs = [self.config, *map(self.config.with_overlay, self.config.overlays)]
-        for config in configs:
+        configs = {None: self.config} | {
+            name: self.config.with_overlay(name) for name in self.config.overlays
+        }
+        for name, config in configs.items():
             offered_tools(self.tools, config.tools)
             load_stt(config.models.stt, config.threads)
             prepare_fixed_phrases(config)  # the voice, and the phrases said when waiting hurts
-            create_generator(config.models.llm)  # sessions load their own; this checks it
+            generators = generator_factory(config.models.llm)
+            generators(None)  # one, now: a missing key fails here, not in the first call
+            self._generators[name] = generators

@@ -82,8 +82,10 @@ class VoiceSession:
         self.ledger = PlaybackLedger()
         gate = PlayoutGate()
         self._trace_observer = TurnTraceObserver(self.tracer, self.clock)
+        self.generator = generator or create_generator(config.models.llm, self.clock)
+        """The session's turn generator (its cache holds this conversation)."""
         self._turn = TurnStage(
-            generator or create_generator(config.models.llm, self.clock),
+            self.generator,
             clock=self.clock,
             ledger=self.ledger,
             config=config.turn,

@@ -17,11 +17,18 @@ from speech_data import clip
 
 from cadence.core.clock import VirtualClock
 from cadence.core.priority import URGENT_WORK, Priority, PriorityWorker, UrgentWork
-from cadence.llm import Turn
+from cadence.llm import DecoderTurnGenerator, Turn
+from cadence.llm.cached_decoder import CachedDecoder
 from cadence.llm.emission import ReplyPiece
 from cadence.llm.tools import ToolChoice, ToolSpec
 from cadence.pipeline.agent import Agent
-from cadence.pipeline.config import CadenceConfig, EndOfTurnConfig, ThreadsConfig, TurnConfig
+from cadence.pipeline.config import (
+    CadenceConfig,
+    EndOfTurnConfig,
+    ThreadsConfig,
+    TracingConfig,
+    TurnConfig,
+)
 from cadence.pipeline.end_of_turn import EndOfTurnDetector
 from cadence.pipeline.frames import Frame, ReplyPhraseFrame, SpeculativeTranscriptFrame
 from cadence.pipeline.model_loading import load_stt, load_tts
@@ -285,6 +292,27 @@ async def test_the_first_phrase_is_synthesized_before_the_rest_is_generated() ->
     finally:
         await pipeline.cancel("test over")
     assert log[:3] == ["first piece generated", "synthesized: Sure,", "rest generated"]
+
+
+# --- the weights, loaded once -----------------------------------------------------------
+
+
+async def test_the_sessions_of_an_agent_share_the_generator_weights() -> None:
+    agent = Agent(CadenceConfig(tracing=TracingConfig(jsonl_path=None)))
+    await agent.load()
+    first, second = await agent.open_session(), await agent.open_session()
+    try:
+        one, other = (session.generator for session in (first, second))
+        assert isinstance(one, DecoderTurnGenerator)
+        assert isinstance(other, DecoderTurnGenerator)
+        assert one is not other  # each conversation has its own cache…
+        assert isinstance(one.decoder, CachedDecoder)
+        assert isinstance(other.decoder, CachedDecoder)
+        assert one.decoder is not other.decoder
+        assert one.decoder.model is other.decoder.model  # …over one copy of the weights
+    finally:
+        await first.cancel("test over")
+        await second.cancel("test over")
 
 
 # --- the budget -----------------------------------------------------------------------------

@@ -5,7 +5,7 @@ nothing is downloaded. See docs/llm.md, "Open-weight checkpoints"."""
 from cadence.llm.open_weights.decoder import OpenWeightsDecoder, OpenWeightsModel
 from cadence.llm.open_weights.families import FAMILIES, FAST_DLLM_V2, SDAR, Family
 from cadence.llm.open_weights.files import OpenWeightsError
-from cadence.llm.open_weights.loader import load_open_weights, open_weights_generator
+from cadence.llm.open_weights.loader import load_open_weights, open_weights_generators
 
 __all__ = [
     "FAMILIES",
@@ -16,5 +16,5 @@ __all__ = [
     "OpenWeightsError",
     "OpenWeightsModel",
     "load_open_weights",
-    "open_weights_generator",
+    "open_weights_generators",
 ]

@@ -8,6 +8,7 @@ float32 on CPU (where bfloat16 matmuls are slow and lose precision).
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 
 import torch
@@ -34,10 +35,11 @@ from cadence.llm.open_weights.shape import QwenShape
 from cadence.llm.options import LLMOptions
 
 
-def open_weights_generator(
-    config: LLMOptions, device: torch.device, clock: Clock | None = None
-) -> DecoderTurnGenerator:
-    """The block-diffusion generator of the model directory ``models.llm.checkpoint``."""
+def open_weights_generators(
+    config: LLMOptions, device: torch.device
+) -> Callable[[Clock | None], DecoderTurnGenerator]:
+    """The model directory ``models.llm.checkpoint``, loaded once; each call of the result is
+    a block-diffusion generator of its own (its cache) over those weights."""
     if config.backend != "dllm":
         raise CheckpointError(
             f"models.llm.backend: {config.backend!r}, but {config.checkpoint!r} is an "
@@ -45,8 +47,12 @@ def open_weights_generator(
         )
     model = load_open_weights(Path(config.checkpoint).expanduser(), device, config.block_size)
     options = GeneratorOptions.from_options(config)
-    decoder = OpenWeightsDecoder(model, options.decoding, clock or MonotonicClock())
-    return DecoderTurnGenerator(decoder, model.chat, options)
+
+    def generator(clock: Clock | None) -> DecoderTurnGenerator:
+        decoder = OpenWeightsDecoder(model, options.decoding, clock or MonotonicClock())
+        return DecoderTurnGenerator(decoder, model.chat, options)
+
+    return generator
 
 
 def load_open_weights(root: Path, device: torch.device, block_size: int) -> OpenWeightsModel:
