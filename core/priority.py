@@ -20,12 +20,11 @@ goes before another call's last.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import itertools
 import queue
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from concurrent.futures import Future
 from dataclasses import dataclass, field
 from enum import IntEnum
@@ -34,6 +33,10 @@ from typing import Any, TypeVar
 from cadence.core.clock import Clock
 
 T = TypeVar("T")
+
+
+POLL_S = 0.01
+"""How often a worker thread waiting for quiet looks whether a job of its own came first."""
 
 
 class Priority(IntEnum):
@@ -75,15 +78,6 @@ class UrgentWork:
         for loop, waiter in waiters:
             loop.call_soon_threadsafe(_wake, waiter)
 
-    @contextlib.contextmanager
-    def holding(self) -> Iterator[None]:
-        """Count the enclosed work as urgent."""
-        self.started()
-        try:
-            yield
-        finally:
-            self.finished()
-
     def quiet_blocking(self, stop_waiting: Callable[[], bool]) -> None:
         """On a worker thread: return once no urgent job is queued or running, once
         ``stop_waiting()``, or after ``max_wait_ms``."""
@@ -111,10 +105,6 @@ class UrgentWork:
             with self._lock:
                 if (loop, waiter) in self._waiters:
                     self._waiters.remove((loop, waiter))
-
-
-POLL_S = 0.01
-"""How often a worker thread waiting for quiet looks whether a job of its own came first."""
 
 
 def _wake(waiter: asyncio.Future[None]) -> None:

@@ -106,16 +106,17 @@ async def test_a_job_abandoned_before_it_starts_never_runs() -> None:
 async def test_a_background_job_waits_for_urgent_work_elsewhere_and_yields_to_its_own() -> None:
     work = UrgentWork(max_wait_ms=60_000)
     worker, order = PriorityWorker("test", urgent=work), list[str]()
-    with work.holding():  # urgent work on another worker: a decode that decides a turn
-        later = asyncio.ensure_future(
-            worker.run(order.append, "later phrase", priority=Priority.BACKGROUND)
-        )
-        await asyncio.sleep(0.05)
-        assert order == []  # it waits
-        await worker.run(order.append, "first phrase", priority=Priority.URGENT)
-        assert order == ["first phrase"]  # an urgent job of its own worker went first
-        await asyncio.sleep(0.05)
-        assert order == ["first phrase"]  # and the other urgent work is still going on
+    work.started()  # urgent work on another worker: a decode that decides a turn
+    later = asyncio.ensure_future(
+        worker.run(order.append, "later phrase", priority=Priority.BACKGROUND)
+    )
+    await asyncio.sleep(0.05)
+    assert order == []  # it waits
+    await worker.run(order.append, "first phrase", priority=Priority.URGENT)
+    assert order == ["first phrase"]  # an urgent job of its own worker went first
+    await asyncio.sleep(0.05)
+    assert order == ["first phrase"]  # and the other urgent work is still going on
+    work.finished()
     await asyncio.wait_for(later, 10)
     assert order == ["first phrase", "later phrase"]
 
@@ -123,8 +124,8 @@ async def test_a_background_job_waits_for_urgent_work_elsewhere_and_yields_to_it
 async def test_a_background_job_waits_no_longer_than_the_bound() -> None:
     work = UrgentWork(max_wait_ms=50)
     worker = PriorityWorker("test", urgent=work)
-    with work.holding():  # urgent work that never ends
-        assert await asyncio.wait_for(worker.run(lambda: 7, priority=Priority.BACKGROUND), 10) == 7
+    work.started()  # urgent work that never ends
+    assert await asyncio.wait_for(worker.run(lambda: 7, priority=Priority.BACKGROUND), 10) == 7
 
 
 async def test_a_failing_job_raises_in_its_caller_and_the_worker_goes_on() -> None:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 
+from cadence.core.priority import UrgentWork
 from cadence.pipeline.tracing import AnchorEvent, DiscardedWork, TurnTrace
 from cadence.web.metrics import ServerMetrics
 
@@ -64,3 +65,14 @@ def test_turn_traces_become_latency_histograms_and_outcome_counts() -> None:
         "withdrawn": 1,
         "failed": 1,
     }
+
+
+def test_the_urgent_jobs_in_progress_are_a_gauge() -> None:
+    work = UrgentWork()
+    metrics = ServerMetrics(work)
+    assert sample(metrics, "cadence_urgent_jobs") == 0
+    work.started()
+    work.started()
+    assert sample(metrics, "cadence_urgent_jobs") == 2
+    work.finished()
+    assert sample(metrics, "cadence_urgent_jobs") == 1

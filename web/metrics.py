@@ -12,6 +12,7 @@ from enum import StrEnum
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
 from prometheus_client.exposition import CONTENT_TYPE_LATEST
 
+from cadence.core.priority import URGENT_WORK, UrgentWork
 from cadence.pipeline.tracing import (
     ALL_LATENCIES,
     ANSWERED_IN_TIME,
@@ -45,7 +46,7 @@ class ErrorKind(StrEnum):
 
 
 class ServerMetrics:
-    def __init__(self) -> None:
+    def __init__(self, urgent_work: UrgentWork = URGENT_WORK) -> None:
         self.registry = CollectorRegistry()
         self.stage_latency = Histogram(
             "cadence_stage_latency_seconds",
@@ -60,6 +61,14 @@ class ServerMetrics:
             registry=self.registry,
         )
         self.sessions = Gauge("cadence_sessions", "Visitors connected now.", registry=self.registry)
+        self.urgent_jobs = Gauge(
+            "cadence_urgent_jobs",
+            "Urgent jobs queued or running now, every call's: decodes that decide a turn, "
+            "first pieces and first phrases (docs/cpu-budget.md). Rarely 0 means the cores "
+            "are full: the rest of every reply is waiting for them.",
+            registry=self.registry,
+        )
+        self.urgent_jobs.set_function(lambda: urgent_work.count)
         self.turns = Counter(
             "cadence_turns",
             "Finished turns by outcome (docs/trace-schema.md): answered, talked_over (the reply "
