@@ -12,10 +12,10 @@ sessions (calls) opened on them. The browser demo and the telephony endpoints ar
             ...
 
 The speech models (whisper, Piper) are shared by every session of the process; each session
-gets a turn generator of its own, since its cache holds that conversation, over the weights the
-agent loaded once. Tools
-(``cadence.pipeline.tools.tool``) belong to the agent; each session offers those its
-configuration (or overlay) enables, with the built-ins it names (docs/tools.md)::
+gets a turn generator of its own, since its cache holds that conversation, over the weights
+the agent loaded once. Tools (``cadence.pipeline.tools.tool``) belong to the agent; each
+session offers those its configuration (or overlay) enables, with the built-ins it names
+(docs/tools.md)::
 
     agent = Agent(config, tools=[find_table, book_table])
 """
