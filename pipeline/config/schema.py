@@ -20,6 +20,7 @@ from pydantic import (
 
 from cadence.core.options import Options
 from cadence.llm.options import LLMOptions
+from cadence.voice.tts import FIRST_PHRASE_MAX_WORDS
 
 
 class STTConfig(Options):
@@ -45,9 +46,10 @@ class STTConfig(Options):
 class TTSConfig(Options):
     voice: str = "embedded:en_US-joe-medium"
     """`embedded:en_US-joe-medium` (pip-installed) or the path of a Piper `.onnx` voice."""
-    first_phrase_max_words: int = Field(6, ge=1)
-    """Cut the first phrase at a clause boundary or after this many words, whichever comes
-    first, so the first audio is short and early."""
+    first_phrase_max_words: int = Field(FIRST_PHRASE_MAX_WORDS, ge=1)
+    """Cut the first phrase at a clause boundary or within this many words (before a
+    conjunction or preposition among them, else after them), whichever comes first, so the
+    first audio is short and early."""
 
 
 class ThreadsConfig(Options):

@@ -30,7 +30,12 @@ from cadence.pipeline.playback_ledger import PlaybackLedger
 from cadence.pipeline.stage import Stage
 from cadence.pipeline.stages._time_limits import arriving_within
 from cadence.voice.audio import PCM16, AudioFramer, StreamResampler
-from cadence.voice.tts import PhraseSplitter, Synthesizer, without_leading_silence
+from cadence.voice.tts import (
+    FIRST_PHRASE_MAX_WORDS,
+    PhraseSplitter,
+    Synthesizer,
+    without_leading_silence,
+)
 
 FRAME_MS = 20
 
@@ -58,7 +63,7 @@ class TTSStage(Stage):
         synthesizer: Synthesizer,
         *,
         output_sample_rate: int,
-        first_phrase_max_words: int = 6,
+        first_phrase_max_words: int = FIRST_PHRASE_MAX_WORDS,
         timeout_ms: float = 4000.0,
         ledger: PlaybackLedger | None = None,
         name: str = "tts",

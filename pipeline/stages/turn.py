@@ -83,7 +83,7 @@ from cadence.pipeline.stage import Stage
 from cadence.pipeline.stages._time_limits import arriving_within
 from cadence.pipeline.stages.playout import DEFAULT_LEAD_MS
 from cadence.pipeline.tools import Keypad, Tool, ToolContext, ToolResult, ToolRunner
-from cadence.voice.tts import PhraseSplitter
+from cadence.voice.tts import FIRST_PHRASE_MAX_WORDS, PhraseSplitter
 from cadence.voice.turn.cues import is_backchannel, is_hold_request
 
 logger = logging.getLogger(__name__)
@@ -168,7 +168,7 @@ class TurnStage(Stage):
         faults: FaultsConfig | None = None,
         tools: Sequence[Tool] = (),
         tools_config: ToolsConfig | None = None,
-        first_phrase_max_words: int = 6,
+        first_phrase_max_words: int = FIRST_PHRASE_MAX_WORDS,
         yield_to_urgent: bool = False,
         urgent_work: UrgentWork = URGENT_WORK,
         session_id: str = "",

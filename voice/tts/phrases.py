@@ -40,6 +40,11 @@ _ABBREVIATIONS = frozenset(
     ]
 )
 
+FIRST_PHRASE_MAX_WORDS = 4
+"""The first phrase's length when no clause ends it sooner: Piper synthesizes four words in
+68 ms, six in 80; at one call on the Twilio path, the first audio came p95 136 ms after the
+first words with four and 215 with six (docs/cpu-budget.md)."""
+
 LATER_CLAUSE_MIN_WORDS = 6
 """A later phrase is cut at a comma only once it has this many words."""
 
@@ -83,7 +88,7 @@ PHRASE_STARTS = frozenset(
 
 
 class PhraseSplitter:
-    def __init__(self, first_phrase_max_words: int = 6) -> None:
+    def __init__(self, first_phrase_max_words: int = FIRST_PHRASE_MAX_WORDS) -> None:
         if first_phrase_max_words < 1:
             raise ValueError("first_phrase_max_words must be at least 1")
         self.first_phrase_max_words = first_phrase_max_words
