@@ -86,9 +86,10 @@ def with_pause(pcm: PCM16, pause_ms: int, sample_rate: int = 16000) -> PCM16:
 
 def spoken(text: str, sample_rate: int = 16000) -> PCM16:
     """``text`` said by the embedded Piper voice — for what no recording here says ("uh-huh",
-    "hold on"): the caller's side of a test, never its ground truth."""
+    "hold on"): the caller's side of a test, never its ground truth. Always the same audio
+    for the same text: a test must not pass or fail with Piper's sampling noise."""
     synthesizer = load_synthesizer("embedded:en_US-joe-medium")
-    pcm = np.concatenate(list(synthesizer.synthesize_blocking(text)))
+    pcm = np.concatenate(list(synthesizer.synthesize_blocking(text, varied=False)))
     return resample(pcm, synthesizer.sample_rate, sample_rate)
 
 

@@ -18,7 +18,7 @@ from pathlib import Path
 
 import numpy as np
 import onnxruntime
-from piper import PiperVoice
+from piper import PiperVoice, SynthesisConfig
 from piper.config import PiperConfig
 
 from cadence.core.priority import Priority, PriorityWorker
@@ -49,9 +49,12 @@ class Synthesizer:
             if phrase.strip() and phrase not in self._kept:
                 self._kept[phrase] = list(self.synthesize_blocking(phrase))
 
-    def synthesize_blocking(self, text: str) -> Iterator[PCM16]:
-        """Audio of ``text`` at ``sample_rate``, one chunk per sentence."""
-        for chunk in self._voice.synthesize(text):
+    def synthesize_blocking(self, text: str, *, varied: bool = True) -> Iterator[PCM16]:
+        """Audio of ``text`` at ``sample_rate``, one chunk per sentence. Piper samples the
+        voice's timing and timbre a little differently each time; ``varied=False`` turns that
+        off, so the same text always gives the same audio (a test's caller)."""
+        exact = None if varied else SynthesisConfig(noise_scale=0.0, noise_w_scale=0.0)
+        for chunk in self._voice.synthesize(text, syn_config=exact):
             yield chunk.audio_int16_array
 
     async def synthesize(
