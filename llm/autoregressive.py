@@ -10,7 +10,7 @@ import torch
 from cadence.llm.attention_masks import step_mask
 from cadence.llm.cached_decoder import CachedDecoder
 from cadence.llm.decoding import ReplyStats
-from cadence.llm.emission import ReplyPiece, WordEmitter
+from cadence.llm.emission import ReplyPiece, WordEmitter, last_pieces, spoken_part
 
 
 class AutoregressiveDecoder(CachedDecoder):
@@ -20,10 +20,15 @@ class AutoregressiveDecoder(CachedDecoder):
         self._forward(tokens)
 
     @torch.inference_mode()
-    def decode(self, prompt: list[int], stats: ReplyStats | None = None) -> Iterator[ReplyPiece]:
-        """Pieces of the reply to ``prompt`` (from :meth:`DialogueFormat.prompt`)."""
+    def decode(
+        self, prompt: list[int], stats: ReplyStats | None = None, *, calls: bool = False
+    ) -> Iterator[ReplyPiece]:
+        """Pieces of the reply to ``prompt`` (from :meth:`DialogueFormat.prompt`); with
+        ``calls``, the reply may end in tool calls (a model that knows tools)."""
         stats = stats if stats is not None else ReplyStats()
         stats.start_ms = self.clock.now_ms()
+        self.allow_calls(calls)
+        call = self.format.tokenizer.special.call
         emitter = WordEmitter(self.format.tokenizer, self.clock)
         pending = [*self.cache.reuse(prompt[:-1]), prompt[-1]]
         stats.prefilled_tokens = len(pending) - 1
@@ -37,17 +42,12 @@ class AutoregressiveDecoder(CachedDecoder):
                 break
             reply.append(token)
             pending = [token]
-            piece = emitter.update(reply)
+            piece = emitter.update(spoken_part(reply, call))
             if piece is not None:
                 stats.first_piece_ms = stats.first_piece_ms or piece.at_ms
                 yield piece
         stats.token_ids = reply
-        last = emitter.finish(reply)
-        if last is not None:
-            stats.first_piece_ms = stats.first_piece_ms or last.at_ms
-            yield last
-        stats.text = emitter.text
-        stats.end_ms = self.clock.now_ms()
+        yield from last_pieces(emitter, stats, self.call_reader, self.clock)
 
     def _forward(self, tokens: list[int]) -> torch.Tensor:
         """Logits ``[len(tokens), vocab]``; every token enters the cache."""

@@ -23,7 +23,7 @@ from cadence.llm.attention_masks import step_mask
 from cadence.llm.cached_decoder import CachedDecoder
 from cadence.llm.commit_rule import deadline_threshold
 from cadence.llm.decoding import DecodingOptions, ReplyStats
-from cadence.llm.emission import ReplyPiece, WordEmitter
+from cadence.llm.emission import CallReader, ReplyPiece, WordEmitter, last_pieces, spoken_part
 
 
 class BlockDiffusionDecoder(CachedDecoder):
@@ -33,10 +33,14 @@ class BlockDiffusionDecoder(CachedDecoder):
         self._forward(tokens, [], keep=len(tokens))
 
     @torch.inference_mode()
-    def decode(self, prompt: list[int], stats: ReplyStats | None = None) -> Iterator[ReplyPiece]:
-        """Pieces of the reply to ``prompt`` (from :meth:`DialogueFormat.prompt`)."""
+    def decode(
+        self, prompt: list[int], stats: ReplyStats | None = None, *, calls: bool = False
+    ) -> Iterator[ReplyPiece]:
+        """Pieces of the reply to ``prompt`` (from :meth:`DialogueFormat.prompt`); with
+        ``calls``, the reply may end in tool calls (a model that knows tools)."""
         stats = stats if stats is not None else ReplyStats()
         stats.start_ms = self.clock.now_ms()
+        self.allow_calls(calls)
         special = self.format.tokenizer.special
         block_size = self.model.config.block_size
         emitter = WordEmitter(self.format.tokenizer, self.clock)
@@ -74,6 +78,7 @@ class BlockDiffusionDecoder(CachedDecoder):
                     [False] * len(reply) + masked[offset:].tolist(),
                     self._ends,
                     self.options.max_reply_tokens,
+                    special.call,
                 )
                 if piece is not None:
                     yield piece
@@ -85,8 +90,9 @@ class BlockDiffusionDecoder(CachedDecoder):
             if finished:
                 break
         yield from final_pieces(
-            emitter, stats, reply, self._ends, self.options.max_reply_tokens, self.clock
-        )
+            emitter, stats, reply, self._ends, self.options.max_reply_tokens, self.clock,
+            self.call_reader,
+        )  # fmt: skip
 
     def step(
         self,
@@ -148,13 +154,14 @@ def emit_committed(
     masked: list[bool],
     ends: tuple[int, ...],
     limit: int,
+    call: int | None = None,
 ) -> tuple[ReplyPiece | None, bool]:
     """After a step: the piece with the new complete words of the reply's committed prefix
-    (``None`` if there are none), and whether the reply is over (it ended, or reached
-    ``limit`` tokens)."""
+    (``None`` if there are none) — the words before a ``call``, if the reply makes one — and
+    whether the reply is over (it ended, or reached ``limit`` tokens)."""
     text, finished = committed_prefix(tokens, masked, ends)
     text = text[:limit]
-    piece = emitter.update(text)
+    piece = emitter.update(spoken_part(text, call))
     if piece is not None:
         stats.first_piece_ms = stats.first_piece_ms or piece.at_ms
     return piece, finished or len(text) == limit
@@ -167,16 +174,12 @@ def final_pieces(
     ends: tuple[int, ...],
     limit: int,
     clock: Clock,
+    calls: CallReader | None = None,
 ) -> Iterator[ReplyPiece]:
     """The end of a reply whose blocks are done: the piece left unsaid, if any, and the
     reply's final tokens, text and end time in ``stats``."""
     stats.token_ids = committed_prefix(reply, [False] * len(reply), ends)[0][:limit]
-    last = emitter.finish(stats.token_ids)
-    if last is not None:
-        stats.first_piece_ms = stats.first_piece_ms or last.at_ms
-        yield last
-    stats.text = emitter.text
-    stats.end_ms = clock.now_ms()
+    yield from last_pieces(emitter, stats, calls, clock)
 
 
 def committed_prefix(

@@ -10,8 +10,9 @@ import torch
 
 from cadence.core.clock import Clock
 from cadence.llm.conversation_cache import ConversationCache
-from cadence.llm.decoding import DecodingOptions, never_in_reply
+from cadence.llm.decoding import DecodingOptions, forbid_calls, never_in_reply
 from cadence.llm.dialogue_format import DialogueFormat
+from cadence.llm.emission import CallReader
 from cadence.llm.model import AttentionMode, Transformer
 
 
@@ -39,6 +40,12 @@ class CachedDecoder:
         self._ends = (special.end_of_turn, special.pad)
         self._end_ids = torch.tensor(self._ends, device=self.device)
         self._never = never_in_reply(special).to(self.device)
+        self.call_reader = CallReader(fmt.tokenizer, special.call)
+        """Reads the calls a reply ends with; numbers them across the conversation."""
+
+    def allow_calls(self, allowed: bool) -> None:
+        """Whether the next reply may call tools (only a model that knows tools can)."""
+        forbid_calls(self._never, self.format.tokenizer.special, not allowed)
 
     @torch.inference_mode()
     def prefill(self, context: list[int]) -> None:

@@ -6,6 +6,7 @@ from dataclasses import dataclass, field
 
 import torch
 
+from cadence.llm.dialogue import ToolCall
 from cadence.llm.tokenizer import SpecialIds
 
 
@@ -35,9 +36,23 @@ class ReplyStats:
     start_ms: float = 0.0
     first_piece_ms: float | None = None
     end_ms: float = 0.0
+    tool_calls: tuple[ToolCall, ...] = ()
+    """The calls the reply ended with (a model that knows tools)."""
 
 
 def never_in_reply(special: SpecialIds) -> torch.Tensor:
-    """Ids a reply never contains (the mask and the speaker tokens): decoders set their logits
-    to -inf, so even a deadline-forced commit cannot pick them."""
-    return torch.tensor([special.mask, special.user, special.agent])
+    """Ids a reply never contains (the mask and the speaker tokens, ``<result>``): decoders
+    set their logits to -inf, so even a deadline-forced commit cannot pick them. A model that
+    knows tools gets one more slot, ``<call>`` when the reply may not call any and the mask
+    again when it may (``forbid_calls``): changed in place, the tensor stays the one a
+    captured CUDA graph reads."""
+    never = [special.mask, special.user, special.agent]
+    if special.call is not None and special.result is not None:
+        never += [special.result, special.call]
+    return torch.tensor(never)
+
+
+def forbid_calls(never: torch.Tensor, special: SpecialIds, forbidden: bool) -> None:
+    """Set the ``<call>`` slot of ``never_in_reply``'s tensor for the next reply."""
+    if special.call is not None:
+        never[-1] = special.call if forbidden else special.mask

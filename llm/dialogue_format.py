@@ -4,17 +4,25 @@ Each turn is ``<speaker> text <eot>`` padded with ``<pad>`` to a whole number of
 every turn starts on a block boundary: a prompt is then prefilled in whole blocks, a reply's
 blocks never straddle the context, and a finished turn's KV cache is exact whatever follows.
 A reply starts with the given ``<agent>`` token in the first position of its first block.
+
+A model whose tokenizer has the tool tokens (``DialogueTokenizer.knows_tools``) also reads and
+writes tools: an agent turn that calls one is ``<agent> words <call> method key=value… <eot>``
+(the words, if any, are spoken before the call), and the result is a turn of its own,
+``<result> N results: field=value… <eot>`` (``llm/tool_text.py``). A model without them reads
+only what was said (``spoken_turns``).
 """
 
 from __future__ import annotations
 
+import json
 import random
 from collections.abc import Sequence
 from dataclasses import dataclass
 from enum import IntEnum
 
-from cadence.llm.dialogue import Turn, spoken_turns
+from cadence.llm.dialogue import ToolCall, Turn, spoken_turns
 from cadence.llm.tokenizer import DialogueTokenizer
+from cadence.llm.tool_text import call_text, result_text
 
 
 class Role(IntEnum):
@@ -44,22 +52,47 @@ class DialogueFormat:
         self.block_size = block_size
         self.max_turn_tokens = max_turn_tokens
 
-    def encode_turn(self, turn: Turn) -> list[int]:
-        """``<speaker> text <eot> <pad>…``; text beyond ``max_turn_tokens`` is cut."""
+    def encode_turn(self, turn: Turn, call: ToolCall | None = None) -> list[int]:
+        """``<speaker> text <eot> <pad>…``; text beyond ``max_turn_tokens`` is cut. A tool
+        turn is read knowing the ``call`` it answers (its arguments need not be repeated)."""
         special = self.tokenizer.special
-        speaker = special.agent if turn.speaker == "agent" else special.user
-        text = self.tokenizer.encode(turn.text)[: self.max_turn_tokens - 2]
-        ids = [speaker, *text, special.end_of_turn]
+        body: list[int]
+        if turn.speaker == "tool":
+            if special.result is None:
+                raise ValueError("this model's tokenizer has no tool tokens: it reads no results")
+            arguments = json.loads(call.arguments) if call is not None else {}
+            known = arguments if isinstance(arguments, dict) else {}
+            body = [special.result, *self.tokenizer.encode(result_text(turn.text, known))]
+        else:
+            speaker = special.agent if turn.speaker == "agent" else special.user
+            body = [speaker, *self.tokenizer.encode(turn.text)] if turn.text else [speaker]
+            for tool_call in turn.tool_calls:
+                if special.call is None:
+                    raise ValueError("this model's tokenizer has no tool tokens: it calls none")
+                arguments = json.loads(tool_call.arguments or "{}")
+                text = call_text(tool_call.name, arguments if isinstance(arguments, dict) else {})
+                body += [special.call, *self.tokenizer.encode(text)]
+        ids = [*body[: self.max_turn_tokens - 1], special.end_of_turn]
         return ids + [special.pad] * (-len(ids) % self.block_size)
+
+    def encode_turns(self, turns: Sequence[Turn]) -> list[list[int]]:
+        """Each turn encoded, every tool turn with the call it answers."""
+        calls = {call.id: call for turn in turns for call in turn.tool_calls}
+        return [self.encode_turn(turn, calls.get(turn.tool_call_id or "")) for turn in turns]
+
+    def visible(self, history: Sequence[Turn]) -> list[Turn]:
+        """The turns this model reads: all of them if it knows tools, else what was said."""
+        return list(history) if self.tokenizer.knows_tools else spoken_turns(history)
 
     def prompt(
         self, history: Sequence[Turn], history_turns: int, max_context_tokens: int
     ) -> list[int]:
-        """Context for the next agent reply: the last ``history_turns`` turns, dropping the
-        oldest until they fit ``max_context_tokens``, then ``<agent>`` to start the reply.
-        The reply therefore starts at ``len(prompt) - 1``, a block boundary. The model knows
-        no tools: it reads only what was said (``spoken_turns``)."""
-        encoded = [self.encode_turn(turn) for turn in spoken_turns(history)[-history_turns:]]
+        """Context for the next agent reply: the last ``history_turns`` turns it reads
+        (``visible``), dropping the oldest until they fit ``max_context_tokens``, then
+        ``<agent>`` to start the reply. The reply therefore starts at ``len(prompt) - 1``, a
+        block boundary."""
+        turns = self.visible(history)
+        encoded = self.encode_turns(turns)[-history_turns:]
         while encoded and sum(map(len, encoded)) > max_context_tokens:
             encoded.pop(0)
         return [*(token for turn in encoded for token in turn), self.tokenizer.special.agent]

@@ -8,12 +8,15 @@ the tokens to a prefix of the text.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import json
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
 from cadence.core.clock import Clock
+from cadence.llm.decoding import ReplyStats
 from cadence.llm.dialogue import ToolCall
+from cadence.llm.tool_text import ToolTextError, parse_call
 
 
 @dataclass(frozen=True)
@@ -36,6 +39,42 @@ class TextDecoder(Protocol):
     """A tokenizer's decoding: any whose prefixes decode to prefixes of the text."""
 
     def decode(self, ids: Sequence[int]) -> str: ...
+
+
+def spoken_part(tokens: Sequence[int], call: int | None) -> Sequence[int]:
+    """The tokens of a reply before its first ``<call>``: what is said aloud."""
+    if call is None or call not in tokens:
+        return tokens
+    return tokens[: list(tokens).index(call)]
+
+
+class CallReader:
+    """The tool calls at the end of a finished reply (``<call> method key: value…``, each),
+    as the tool API's ``ToolCall``s with JSON arguments; ids are numbered per reader (one per
+    conversation), so they pair calls with results across its turns."""
+
+    def __init__(self, tokenizer: TextDecoder, call: int | None) -> None:
+        self._tokenizer = tokenizer
+        self.call = call
+        """The ``<call>`` id (``None``: the model knows no tools)."""
+        self._count = 0
+
+    def calls(self, tokens: Sequence[int]) -> tuple[ToolCall, ...]:
+        """The calls in ``tokens``; raises ``ToolTextError`` naming what does not parse."""
+        if self.call is None or self.call not in tokens:
+            return ()
+        segments: list[list[int]] = []
+        for token in tokens[list(tokens).index(self.call) :]:
+            if token == self.call:
+                segments.append([])
+            else:
+                segments[-1].append(token)
+        calls: list[ToolCall] = []
+        for segment in segments:
+            name, arguments = parse_call(self._tokenizer.decode(segment))
+            self._count += 1
+            calls.append(ToolCall(f"call_{self._count}", name, json.dumps(arguments)))
+        return tuple(calls)
 
 
 class WordEmitter:
@@ -65,3 +104,24 @@ class WordEmitter:
         self._emitted = len(text)
         self.text = text
         return piece
+
+
+def last_pieces(
+    emitter: WordEmitter, stats: ReplyStats, calls: CallReader | None, clock: Clock
+) -> Iterator[ReplyPiece]:
+    """After the reply's tokens (``stats.token_ids``) are final: the words left unsaid, and
+    the tool calls it ends with on the last piece (a call that does not parse ends the
+    reply with an ``error`` instead); its text, calls and end time go into ``stats``."""
+    tokens = stats.token_ids
+    last = emitter.finish(spoken_part(tokens, calls.call if calls else None))
+    try:
+        stats.tool_calls = calls.calls(tokens) if calls else ()
+    except ToolTextError as exc:
+        last = ReplyPiece(last.text if last else "", clock.now_ms(), error=str(exc))
+    if stats.tool_calls:
+        last = ReplyPiece(last.text if last else "", clock.now_ms(), tool_calls=stats.tool_calls)
+    if last is not None:
+        stats.first_piece_ms = stats.first_piece_ms or last.at_ms
+        yield last
+    stats.text = emitter.text
+    stats.end_ms = clock.now_ms()

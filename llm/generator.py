@@ -20,7 +20,7 @@ from cadence.llm.autoregressive import AutoregressiveDecoder
 from cadence.llm.block_diffusion import BlockDiffusionDecoder
 from cadence.llm.checkpoint import LoadedModel
 from cadence.llm.decoding import DecodingOptions, ReplyStats
-from cadence.llm.dialogue import Turn, spoken_turns
+from cadence.llm.dialogue import Turn
 from cadence.llm.emission import ReplyPiece
 from cadence.llm.graphed_decoder import GraphedBlockDiffusionDecoder
 from cadence.llm.options import LLMOptions
@@ -53,12 +53,16 @@ class _Decoder(Protocol):
     def prefill(self, context: list[int]) -> None: ...
 
     def decode(
-        self, prompt: list[int], stats: ReplyStats | None = None
+        self, prompt: list[int], stats: ReplyStats | None = None, *, calls: bool = False
     ) -> Iterator[ReplyPiece]: ...
 
 
 class PromptFormat(Protocol):
     """How a local model's conversation becomes the token ids a reply is generated from."""
+
+    def visible(self, history: Sequence[Turn]) -> list[Turn]:
+        """The turns of ``history`` the model reads (tool turns only if it knows tools)."""
+        ...
 
     def prompt(
         self, history: Sequence[Turn], history_turns: int, max_context_tokens: int
@@ -119,8 +123,8 @@ class DecoderTurnGenerator:
         """Cache the context that the reply after ``history`` plus one more user turn will
         start with, so that reply prefills only the new turn (call while the user speaks)."""
         turns = self.options.history_turns - 1
-        spoken = spoken_turns(history)
-        context = self.prompt(spoken[-turns:] if turns else [])[:-1]
+        visible = self._format.visible(history)
+        context = self.prompt(visible[-turns:] if turns else [])[:-1]
         async with self._lock:
             await asyncio.to_thread(self._decoder.prefill, context)
 
@@ -130,15 +134,18 @@ class DecoderTurnGenerator:
         tools: Sequence[ToolSpec] = (),
         tool_choice: ToolChoice = "auto",
     ) -> AsyncGenerator[ReplyPiece, None]:
-        """The reply to ``history`` (ending with the user's turn), piece by piece as the words
-        are committed; ``last_stats`` holds its final text once the stream ends. The local
-        models were not trained to call tools: ``tools`` are not offered to them, and they
-        read only the words of the history."""
+        """The reply to ``history`` (ending with the user's turn, or a tool's result), piece
+        by piece as the words are committed; ``last_stats`` holds its final text once the
+        stream ends. A model trained with tool calls (its tokenizer has the tool tokens) may
+        end the reply with calls when ``tools`` are offered and ``tool_choice`` is ``auto``;
+        it does not read the tools' descriptions, it learned its services' methods and
+        arguments in training. Other models read only the words of the history."""
         prompt = self.prompt(history)
+        calls = bool(tools) and tool_choice == "auto"
         async with self._lock:
             stats = ReplyStats()
             self.last_stats = stats
-            pieces = self._decoder.decode(prompt, stats)
+            pieces = self._decoder.decode(prompt, stats, calls=calls)
             while (piece := await _next_in_thread(pieces)) is not None:
                 yield piece
 

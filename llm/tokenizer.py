@@ -21,6 +21,12 @@ USER = "<user>"
 AGENT = "<agent>"
 SPECIAL_TOKENS = (PAD, MASK, END_OF_TURN, USER, AGENT)
 """Fixed ids 0..4 in this order."""
+CALL = "<call>"
+"""Starts a tool call inside an agent turn (``llm/tool_text.py`` says how it is written)."""
+RESULT = "<result>"
+"""Starts a turn holding a tool's result."""
+TOOL_TOKENS = (CALL, RESULT)
+"""Added after the vocabulary (``with_tool_tokens``) to a tokenizer trained without them."""
 
 
 @dataclass(frozen=True)
@@ -30,6 +36,9 @@ class SpecialIds:
     end_of_turn: int
     user: int
     agent: int
+    call: int | None = None
+    """``None``: the tokenizer (and so its model) knows no tools."""
+    result: int | None = None
 
 
 class DialogueTokenizer:
@@ -41,7 +50,8 @@ class DialogueTokenizer:
         ids = [tokenizer.token_to_id(token) for token in SPECIAL_TOKENS]
         if None in ids:
             raise ValueError(f"tokenizer lacks special tokens {SPECIAL_TOKENS}")
-        self.special = SpecialIds(*(int(i) for i in ids if i is not None))
+        tools = [tokenizer.token_to_id(token) for token in TOOL_TOKENS]
+        self.special = SpecialIds(*(int(i) for i in ids if i is not None), *tools)
 
     @classmethod
     def train(cls, texts: Iterable[str], vocab_size: int = 4096) -> DialogueTokenizer:
@@ -56,6 +66,19 @@ class DialogueTokenizer:
         )
         tokenizer.train_from_iterator(texts, trainer=trainer)
         return cls(tokenizer)
+
+    @property
+    def knows_tools(self) -> bool:
+        return self.special.call is not None and self.special.result is not None
+
+    def with_tool_tokens(self) -> DialogueTokenizer:
+        """This tokenizer with ``<call>`` and ``<result>`` after its vocabulary (every other
+        id unchanged, so a model trained with it only grows two embedding rows)."""
+        if self.knows_tools:
+            return self
+        grown = Tokenizer.from_str(self._tokenizer.to_str())
+        grown.add_special_tokens(list(TOOL_TOKENS))
+        return DialogueTokenizer(grown)
 
     @classmethod
     def from_json(cls, text: str) -> DialogueTokenizer:

@@ -117,8 +117,10 @@ async def test_a_cancelled_stream_finishes_its_step_before_the_next_reply_starts
     decode = generator._decoder.decode
     log: list[str] = []
 
-    def slow_decode(prompt: list[int], stats: ReplyStats | None = None) -> Iterator[ReplyPiece]:
-        for piece in decode(prompt, stats):
+    def slow_decode(
+        prompt: list[int], stats: ReplyStats | None = None, *, calls: bool = False
+    ) -> Iterator[ReplyPiece]:
+        for piece in decode(prompt, stats, calls=calls):
             log.append("step starts")
             time.sleep(0.05)  # a decode step long enough to be cancelled in the middle
             log.append("step ends")

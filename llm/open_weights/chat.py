@@ -68,6 +68,10 @@ class ChatFormat:
             *self.tokenizer.encode("\n"),
         ]
 
+    def visible(self, history: Sequence[Turn]) -> list[Turn]:
+        """The turns these models read: what was said (they are offered no tools)."""
+        return spoken_turns(history)
+
     def prompt(
         self, history: Sequence[Turn], history_turns: int, max_context_tokens: int
     ) -> list[int]:
@@ -76,7 +80,7 @@ class ChatFormat:
         Tools are not offered to these models: they read only what was said."""
         turns = [
             self._message(ROLES[turn.speaker], turn.text)
-            for turn in spoken_turns(history)[-history_turns:]
+            for turn in self.visible(history)[-history_turns:]
         ]
         fixed = len(self._system) + len(self._reply_start)
         while turns and fixed + sum(map(len, turns)) > max_context_tokens:

@@ -75,8 +75,11 @@ class OpenWeightsDecoder:
             self._forward(pending, [])
 
     @torch.inference_mode()
-    def decode(self, prompt: list[int], stats: ReplyStats | None = None) -> Iterator[ReplyPiece]:
-        """Pieces of the reply to ``prompt`` (from :meth:`ChatFormat.prompt`)."""
+    def decode(
+        self, prompt: list[int], stats: ReplyStats | None = None, *, calls: bool = False
+    ) -> Iterator[ReplyPiece]:
+        """Pieces of the reply to ``prompt`` (from :meth:`ChatFormat.prompt`). These models
+        are offered no tools: ``calls`` changes nothing."""
         stats = stats if stats is not None else ReplyStats()
         stats.start_ms = self.clock.now_ms()
         size = self.block_size

@@ -217,6 +217,11 @@ class ToolsConfig(Options):
     enabled: list[str] | None = None
     """Names of the agent's own tools (`Agent(tools=…)`) this configuration offers; null =
     all of them. An overlay chooses its own."""
+    services: list[str] = Field(default_factory=list)
+    """SGD services served offline from the corpus's own results (`Restaurants_1`,
+    `Hotels_3`, `Events_2`, `Flights_1`): their methods (`FindRestaurants`,
+    `ReserveRestaurant`, …) are offered as tools. The embedded models were trained to call
+    them."""
     builtins: list[BuiltinTool] = Field(default_factory=_default_builtins)
     """Tools Cadence brings: `end_call` (the agent hangs up after its goodbye is heard, on
     every transport) and `read_keypad` (the digits the caller types, up to #)."""

@@ -1,5 +1,6 @@
 """Which tools a session offers its model: the agent's own that the configuration enables
-(``tools.enabled``), and the built-ins it names (``tools.builtins``)."""
+(``tools.enabled``), the offline SGD services it names (``tools.services``) and the built-ins
+(``tools.builtins``)."""
 
 from __future__ import annotations
 
@@ -7,6 +8,7 @@ from collections.abc import Sequence
 
 from cadence.pipeline.config import ToolsConfig
 from cadence.pipeline.tools.builtins import BUILTIN_TOOLS
+from cadence.pipeline.tools.sgd_services import ServiceUnavailableError, sgd_service_tools
 from cadence.pipeline.tools.tool import Tool
 
 
@@ -29,4 +31,15 @@ def offered_tools(own: Sequence[Tool], config: ToolsConfig) -> list[Tool]:
             f"tools.enabled: the agent has no tool named {', '.join(map(repr, unknown))} "
             f"(its tools: {have})"
         )
-    return [by_name[name] for name in enabled] + [BUILTIN_TOOLS[name] for name in config.builtins]
+    try:
+        services = sgd_service_tools(config.services)
+    except ServiceUnavailableError as exc:
+        raise ToolSelectionError(str(exc)) from None
+    clashes = sorted({t.name for t in services} & (set(enabled) | set(config.builtins)))
+    if clashes:
+        raise ToolSelectionError(f"two tools are named {', '.join(map(repr, clashes))}")
+    return [
+        *(by_name[name] for name in enabled),
+        *services,
+        *(BUILTIN_TOOLS[name] for name in config.builtins),
+    ]

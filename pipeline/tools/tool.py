@@ -157,6 +157,26 @@ def _build(
             continue
         default = ... if parameter.default is parameter.empty else parameter.default
         fields[parameter.name] = (hints[parameter.name], default)
+    return tool_from_fields(
+        function, name, text, fields, context_parameter,
+        cancellable=cancellable, read_only=read_only, timeout_ms=timeout_ms,
+    )  # fmt: skip
+
+
+def tool_from_fields(
+    function: ToolFunction,
+    name: str,
+    description: str,
+    fields: dict[str, Any],
+    context_parameter: str | None = None,
+    *,
+    cancellable: bool = True,
+    read_only: bool = False,
+    timeout_ms: int | None = None,
+) -> Tool:
+    """A tool whose parameters are given as pydantic ``fields`` (name → ``(type, default)``
+    or ``(Annotated[type, Field(…)], default)``) rather than read off a signature: for
+    tools made from data, such as a service's schema. ``@tool`` ends here too."""
     arguments = create_model(
         f"{name}_arguments",
         __config__=ConfigDict(extra="forbid"),
@@ -168,7 +188,7 @@ def _build(
         field.pop("title", None)
     return Tool(
         function=function,
-        spec=ToolSpec(name=name, description=text, parameters=schema),
+        spec=ToolSpec(name=name, description=description, parameters=schema),
         arguments=arguments,
         context_parameter=context_parameter,
         cancellable=cancellable,

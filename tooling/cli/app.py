@@ -14,6 +14,7 @@ from cadence.tooling.cli import (
     loadtest_cmd,
     report_cmd,
     serve_cmd,
+    tools_cmd,
     turn_cmd,
     voice_cmd,
 )
@@ -43,6 +44,7 @@ app.command("serve")(serve_cmd.serve)
 app.command("loadtest")(loadtest_cmd.loadtest)
 app.command("turn-score")(turn_cmd.turn_score)
 app.command("train-turn-model")(turn_cmd.train_turn_model)
+app.command("build-sgd-catalogue")(tools_cmd.build_sgd_catalogue)
 
 
 @app.callback()

@@ -33,9 +33,13 @@ def train_command(
     warmup: int = typer.Option(100, "--warmup", help="Warm-up steps of the learning rate."),
     tokens_per_batch: int = typer.Option(4096, "--batch-tokens", help="Tokens per batch."),
     seed: int = typer.Option(0, "--seed", help="Seed of data order, noise and init."),
+    max_turn_tokens: int = typer.Option(
+        40, "--max-turn-tokens", help="A turn's tokens at most (a multiple of the block)."
+    ),
     threads: int | None = typer.Option(None, "--threads", help="Torch CPU threads."),
 ) -> None:
-    """Train the block-diffusion model or the AR baseline, with checkpoints and resume."""
+    """Train the block-diffusion model or the AR baseline, with checkpoints and resume. A
+    corpus with tool calls (sgd_tools_train) teaches the model to call tools."""
     from cadence.tooling.training.trainer import TrainOptions, TrainProgress, train
 
     if objective not in ("bd3", "ar"):
@@ -53,6 +57,7 @@ def train_command(
         warmup_steps=warmup,
         tokens_per_batch=tokens_per_batch,
         seed=seed,
+        max_turn_tokens=max_turn_tokens,
         threads=threads,
     )
     console = Console(stderr=True)

@@ -1,4 +1,10 @@
-"""Dialogues as the corpora store them: one JSON object a line with speaker-tagged turns."""
+"""Dialogues as the corpora store them: one JSON object a line with speaker-tagged turns.
+
+An agent turn of the tool corpora (``sgd_tools_*.jsonl``) may carry the service ``call`` the
+agent made before speaking and its ``results``: it becomes three turns, in the tool API's
+shape (``cadence.llm.dialogue``) — the agent's call, the call's result (what the SGD service
+returned: ``{"n_results": N, "results": [the first rows]}``) and the agent's words.
+"""
 
 from __future__ import annotations
 
@@ -6,8 +12,9 @@ import json
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
-from cadence.llm.dialogue import Turn
+from cadence.llm.dialogue import Speaker, ToolCall, Turn
 
 
 @dataclass(frozen=True)
@@ -40,9 +47,28 @@ def _iter_dialogues(path: Path) -> Iterator[Dialogue]:
             if not line.strip():
                 continue
             record = json.loads(line)
-            turns = tuple(
-                Turn(speaker="agent" if t["speaker"] == "agent" else "user", text=t["text"])
-                for t in record["turns"]
-                if t["text"].strip()
-            )
-            yield Dialogue(id=str(record["id"]), turns=turns)
+            turns: list[Turn] = []
+            for t in record["turns"]:
+                if "call" in t:
+                    turns += _tool_turns(t, f"call_{len(turns)}")
+                if t["text"].strip():
+                    speaker: Speaker = "agent" if t["speaker"] == "agent" else "user"
+                    turns.append(Turn(speaker=speaker, text=t["text"]))
+            yield Dialogue(id=str(record["id"]), turns=tuple(turns))
+
+
+def _tool_turns(turn: dict[str, Any], call_id: str) -> tuple[Turn, Turn]:
+    """The call an SGD agent turn made and what the service returned."""
+    call = turn["call"]
+    results = turn.get("results", [])
+    result = {"n_results": turn.get("n_results", len(results)), "results": results}
+    return (
+        Turn(
+            "agent", "", tool_calls=(ToolCall(call_id, call["method"], json.dumps(call["args"])),)
+        ),
+        Turn("tool", json.dumps(result), tool_call_id=call_id),
+    )
+
+
+def has_tool_turns(dialogues: list[Dialogue]) -> bool:
+    return any(turn.tool_calls for dialogue in dialogues for turn in dialogue.turns)

@@ -30,7 +30,7 @@ from cadence.llm.checkpoint import (
 from cadence.llm.dialogue_format import DialogueFormat, TokenWindow
 from cadence.llm.model import AttentionMode, ModelConfig, Transformer
 from cadence.llm.tokenizer import DialogueTokenizer
-from cadence.tooling.training.corpus import read_dialogues
+from cadence.tooling.training.corpus import has_tool_turns, read_dialogues
 from cadence.tooling.training.objectives import (
     Batch,
     LossResult,
@@ -104,12 +104,9 @@ def train(options: TrainOptions, on_step: ProgressCallback | None = None) -> Tra
         torch.set_num_threads(options.threads)
     state_path = options.out_dir / TRAINING_STATE
     resumed = torch.load(state_path, weights_only=True) if state_path.exists() else None
-    model, fmt = _initial_model(options, resumed)
-    dialogues = [
-        [fmt.encode_turn(turn) for turn in d.turns]
-        for corpus in options.corpora
-        for d in read_dialogues(corpus, options.dialogue_limit)
-    ]
+    corpus = [d for path in options.corpora for d in read_dialogues(path, options.dialogue_limit)]
+    model, fmt = _initial_model(options, resumed, tools=has_tool_turns(corpus))
+    dialogues = [fmt.encode_turns(d.turns) for d in corpus]
     validation = _validation_batches(options, fmt)
     optimizer = torch.optim.AdamW(
         model.parameters(),
@@ -224,8 +221,11 @@ def windows_to_batches(
 
 
 def _initial_model(
-    options: TrainOptions, resumed: dict[str, Any] | None
+    options: TrainOptions, resumed: dict[str, Any] | None, tools: bool
 ) -> tuple[Transformer, DialogueFormat]:
+    """The model and format to start from: the resumed run's, the ``init`` checkpoint's, or
+    new ones. A corpus with tool calls needs the tool tokens: a tokenizer without them gets
+    them, and the model two more embedding rows."""
     attention: AttentionMode = "causal" if options.objective == "ar" else "block_causal"
     if resumed is not None:
         loaded = model_from_payload(resumed["model"])
@@ -233,10 +233,11 @@ def _initial_model(
     torch.manual_seed(options.seed)
     if options.init is not None:
         loaded = load_model(options.init)
-        config = replace(loaded.model.config, attention=attention)
+        tokenizer = loaded.tokenizer.with_tool_tokens() if tools else loaded.tokenizer
+        config = replace(loaded.model.config, attention=attention, vocab_size=tokenizer.vocab_size)
         model = Transformer(config)
-        model.load_state_dict(loaded.model.state_dict())
-        return model, loaded.format
+        model.load_state_dict(_grown(loaded.model.state_dict(), tokenizer.vocab_size))
+        return model, DialogueFormat(tokenizer, config.block_size, options.max_turn_tokens)
     texts = (
         turn.text
         for corpus in options.corpora
@@ -244,6 +245,7 @@ def _initial_model(
         for turn in d.turns
     )
     tokenizer = DialogueTokenizer.train(texts, options.vocab_size)
+    tokenizer = tokenizer.with_tool_tokens() if tools else tokenizer
     config = ModelConfig(
         vocab_size=tokenizer.vocab_size,
         attention=attention,
@@ -256,6 +258,17 @@ def _initial_model(
     return Transformer(config), DialogueFormat(
         tokenizer, options.block_size, options.max_turn_tokens
     )
+
+
+def _grown(state: dict[str, torch.Tensor], vocab_size: int) -> dict[str, torch.Tensor]:
+    """``state`` with its (tied) embedding grown to ``vocab_size`` rows, each new row the
+    mean of the old ones: a new token starts as an average word, not as noise."""
+    embedding = state["embedding.weight"]
+    extra = vocab_size - embedding.shape[0]
+    if extra <= 0:
+        return state
+    mean = embedding.float().mean(0, keepdim=True).to(embedding.dtype)
+    return {**state, "embedding.weight": torch.cat([embedding, mean.expand(extra, -1)])}
 
 
 def _epoch_batches(
@@ -278,7 +291,7 @@ def _validation_batches(options: TrainOptions, fmt: DialogueFormat) -> list[Batc
         window
         for d in read_dialogues(options.validation, options.validation_dialogues)
         for window in fmt.windows(
-            [fmt.encode_turn(t) for t in d.turns], options.window_tokens, options.window_turns, rng
+            fmt.encode_turns(d.turns), options.window_tokens, options.window_turns, rng
         )
     ]
     return [

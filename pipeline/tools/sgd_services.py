@@ -1,0 +1,184 @@
+"""The Schema-Guided Dialogue services, served offline: restaurants, hotels, events, flights…
+with the real names, addresses and times the SGD corpus's services returned.
+
+Each service of ``tools.services`` (``Restaurants_1``, ``Hotels_3``, …) offers its methods as
+tools, named as in the corpus (``FindRestaurants``, ``ReserveRestaurant``) with the
+published schema's slots as string parameters — what the embedded models learned to call in
+training (``cadence train`` on ``sgd_tools_train``), and what any model that reads tool
+descriptions can call too. The data is a catalogue built from the corpora's own results
+(``cadence build-sgd-catalogue``), shipped as package data: nothing is fetched.
+
+* A **search** (a method that is not transactional) returns the rows of the catalogue whose
+  fields equal every argument given (case and spacing aside; ``dontcare`` matches anything),
+  as the corpus's services did: ``{"n_results": N, "results": [the first 5 rows]}``.
+* A **transaction** (``ReserveRestaurant``, ``BuyEventTickets``…) "succeeds": it returns one
+  row, the arguments with the details of the entity they name filled in from the catalogue
+  (the restaurant's address and phone, the event's venue), like the corpus's confirmations.
+  Nothing is booked anywhere.
+
+The corpus's world is fixed in time: its "today" is 2019-03-01, and its dates and results
+follow from it.
+"""
+
+from __future__ import annotations
+
+import functools
+import gzip
+import json
+from collections.abc import Sequence
+from dataclasses import dataclass
+from importlib import resources
+from pathlib import Path
+from typing import Annotated, Any
+
+from pydantic import Field
+
+from cadence.pipeline.tools.tool import Tool, tool_from_fields
+
+CATALOGUE = "sgd_services.json.gz"
+"""The packaged catalogue (``cadence.pipeline.tools/data``)."""
+RESULTS_SHOWN = 5
+"""Rows a search returns, as the corpus's services did."""
+DONT_CARE = "dontcare"
+
+
+class ServiceUnavailableError(ValueError):
+    """The configuration names a service the catalogue does not have."""
+
+
+@dataclass(frozen=True)
+class ServiceMethod:
+    """One method of a service, as its schema publishes it."""
+
+    service: str
+    name: str
+    description: str
+    transactional: bool
+    required: tuple[str, ...]
+    optional: dict[str, str]
+    """Optional slots with their defaults."""
+    result_slots: tuple[str, ...]
+    slot_descriptions: dict[str, str]
+    slot_values: dict[str, tuple[str, ...]]
+    """The values a categorical slot takes."""
+
+
+@dataclass(frozen=True)
+class SGDCatalogue:
+    """The services' methods and the rows their searches return."""
+
+    methods: dict[str, ServiceMethod]
+    """By ``Service.Method``."""
+    rows: dict[str, list[dict[str, str]]]
+    """Result rows by ``Service.Method``; a transaction's rows are its confirmations."""
+
+    @classmethod
+    def read(cls, path: Path | None = None) -> SGDCatalogue:
+        """The catalogue at ``path`` (default: the packaged one)."""
+        if path is None:
+            data = resources.files("cadence.pipeline.tools").joinpath("data", CATALOGUE)
+            raw = data.read_bytes()
+        else:
+            raw = path.read_bytes()
+        payload = json.loads(gzip.decompress(raw))
+        methods = {
+            key: ServiceMethod(
+                service=value["service"],
+                name=value["name"],
+                description=value["description"],
+                transactional=value["transactional"],
+                required=tuple(value["required"]),
+                optional=dict(value["optional"]),
+                result_slots=tuple(value["result_slots"]),
+                slot_descriptions=dict(value["slot_descriptions"]),
+                slot_values={k: tuple(v) for k, v in value["slot_values"].items()},
+            )
+            for key, value in payload["methods"].items()
+        }
+        return cls(methods=methods, rows=payload["rows"])
+
+    @property
+    def services(self) -> list[str]:
+        return sorted({method.service for method in self.methods.values()})
+
+    def service_methods(self, service: str) -> list[ServiceMethod]:
+        found = [m for m in self.methods.values() if m.service == service]
+        if not found:
+            raise ServiceUnavailableError(
+                f"tools.services: no service {service!r} in the SGD catalogue "
+                f"(it has: {', '.join(self.services)})"
+            )
+        return found
+
+    def search(self, method: ServiceMethod, arguments: dict[str, str]) -> dict[str, Any]:
+        """The rows of ``method`` that match every argument given."""
+        wanted = {k: _norm(v) for k, v in arguments.items() if v and _norm(v) != DONT_CARE}
+        rows = [
+            row
+            for row in self.rows.get(f"{method.service}.{method.name}", [])
+            if all(_norm(row.get(k, "")) == v for k, v in wanted.items() if k in row)
+        ]
+        return {"n_results": len(rows), "results": rows[:RESULTS_SHOWN]}
+
+    def transact(self, method: ServiceMethod, arguments: dict[str, str]) -> dict[str, Any]:
+        """The confirmation of a transaction: the arguments, with the details of the entity
+        they name taken from any row of the service that agrees with them."""
+        given = {k: v for k, v in arguments.items() if v}
+        entity: dict[str, str] = {}
+        agreeing = 0  # the row that agrees with the most arguments wins
+        for key, rows in self.rows.items():
+            if not key.startswith(f"{method.service}."):
+                continue
+            for row in rows:
+                shared = [k for k in given if k in row]
+                if len(shared) > agreeing and all(_norm(row[k]) == _norm(given[k]) for k in shared):
+                    entity, agreeing = row, len(shared)
+        confirmed = {
+            slot: given.get(slot, entity.get(slot, ""))
+            for slot in method.result_slots
+            if slot in given or slot in entity
+        }
+        return {"n_results": 1, "results": [confirmed]}
+
+
+@functools.cache
+def packaged_catalogue() -> SGDCatalogue:
+    """The packaged catalogue, read once per process."""
+    return SGDCatalogue.read()
+
+
+def sgd_service_tools(services: Sequence[str], catalogue: SGDCatalogue | None = None) -> list[Tool]:
+    """The tools of ``services`` (their methods), served from ``catalogue``."""
+    catalogue = catalogue or packaged_catalogue()
+    return [
+        _method_tool(method, catalogue)
+        for service in services
+        for method in catalogue.service_methods(service)
+    ]
+
+
+def _method_tool(method: ServiceMethod, catalogue: SGDCatalogue) -> Tool:
+    fields: dict[str, Any] = {}
+    for slot in (*method.required, *method.optional):
+        described = Field(
+            description=method.slot_descriptions.get(slot, slot.replace("_", " ")),
+            examples=list(method.slot_values.get(slot, ())) or None,
+        )
+        fields[slot] = (Annotated[str, described], method.optional.get(slot, ...))
+
+    async def run(**arguments: str) -> dict[str, Any]:
+        if method.transactional:
+            return catalogue.transact(method, arguments)
+        return catalogue.search(method, arguments)
+
+    return tool_from_fields(
+        run,
+        method.name,
+        f"{method.description} ({method.service}).",
+        fields,
+        read_only=not method.transactional,
+    )
+
+
+def _norm(value: object) -> str:
+    return " ".join(str(value).lower().split())

@@ -1,0 +1,310 @@
+"""Tool calls by the embedded models: how a call and a result are written for them, the SGD
+corpus read as calls and results, a checkpoint grown for tools, a model trained here calling
+a tool and answering from its result, and the offline SGD services it calls."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import shutil
+from functools import cache
+from pathlib import Path
+
+import llm_tiny
+import pytest
+import torch
+
+from cadence.core.clock import VirtualClock
+from cadence.llm.checkpoint import LoadedModel, load_model
+from cadence.llm.decoding import ReplyStats
+from cadence.llm.dialogue import ToolCall, Turn
+from cadence.llm.dialogue_format import DialogueFormat
+from cadence.llm.emission import CallReader, WordEmitter, last_pieces
+from cadence.llm.generator import AutoregressiveTurnGenerator, GeneratorOptions
+from cadence.llm.tool_text import ToolTextError, call_text, parse_call, result_text
+from cadence.llm.tools import ToolSpec
+from cadence.pipeline.config import ToolsConfig
+from cadence.pipeline.tools import ToolSelectionError, offered_tools
+from cadence.pipeline.tools.sgd_services import SGDCatalogue, packaged_catalogue, sgd_service_tools
+from cadence.tooling.training.corpus import read_dialogues
+from cadence.tooling.training.sgd_catalogue import build_catalogue
+from cadence.tooling.training.trainer import FINAL_MODEL, TrainOptions, train
+
+DATA = Path(__file__).parent / "data" / "dialogue"
+SAMPLE = DATA / "sgd_tools_sample.jsonl"
+
+
+def test_a_call_round_trips_through_its_text() -> None:
+    arguments = {"city": "San Jose", "time": "11:30", "party_size": "2", "date": "2019-03-01"}
+    text = call_text("ReserveRestaurant", arguments)
+    assert text == (
+        "ReserveRestaurant city: San Jose; time: 11:30; party size: 2; date: 2019-03-01"
+    )
+    assert parse_call(text) == ("ReserveRestaurant", arguments)
+    assert parse_call("GetWeather") == ("GetWeather", {})
+
+
+@pytest.mark.parametrize("garbage", ["", "city: San Jose", "Find x y", "Find city San Jose"])
+def test_what_is_not_a_call_is_refused_saying_why(garbage: str) -> None:
+    with pytest.raises(ToolTextError):
+        parse_call(garbage)
+
+
+def test_a_result_is_read_names_first_without_what_the_call_said() -> None:
+    rows = [{"city": "San Jose", "phone_number": "408-971-8523", "restaurant_name": "Bazille"}]
+    result = json.dumps({"n_results": 10, "results": rows})
+    assert result_text(result, {"city": "San Jose"}) == (
+        "10 results: restaurant name: Bazille; phone number: 408-971-8523"
+    )
+    assert result_text(json.dumps({"n_results": 0, "results": []})) == "0 results"
+    assert result_text('{"ok": true}') == "ok: true"
+    assert result_text("not json") == "not json"
+
+
+def test_an_sgd_agent_turn_with_a_call_becomes_the_call_its_result_and_the_words() -> None:
+    raw = json.loads(SAMPLE.read_text().splitlines()[0])
+    dialogue = read_dialogues(SAMPLE, 1)[0]
+    calls = [t for t in raw["turns"] if "call" in t]
+    assert len(dialogue.turns) == len(raw["turns"]) + 2 * len(calls)
+    at = next(i for i, t in enumerate(dialogue.turns) if t.tool_calls)
+    call, result, words = dialogue.turns[at : at + 3]
+    assert call.speaker == "agent"
+    assert not call.text
+    assert call.tool_calls[0].name == calls[0]["call"]["method"]
+    assert json.loads(call.tool_calls[0].arguments) == calls[0]["call"]["args"]
+    assert result.tool_call_id == call.tool_calls[0].id
+    assert json.loads(result.text)["results"] == calls[0]["results"]
+    assert words.speaker == "agent"
+    assert words.text == calls[0]["text"]
+
+
+def _tool_format() -> DialogueFormat:
+    return DialogueFormat(llm_tiny.tokenizer().with_tool_tokens(), 4, max_turn_tokens=48)
+
+
+ROW = {"city": "San Jose", "name": "Bazille"}
+
+
+def test_a_model_that_knows_tools_reads_calls_and_results() -> None:
+    fmt = _tool_format()
+    special = fmt.tokenizer.special
+    call = ToolCall("c1", "FindRestaurants", '{"city": "San Jose"}')
+    history = [
+        Turn("user", "Find me a place to eat in San Jose."),
+        Turn("agent", "", tool_calls=(call,)),
+        Turn("tool", json.dumps({"n_results": 1, "results": [ROW]}), tool_call_id="c1"),
+    ]
+    call_turn, result_turn = fmt.encode_turns(history)[1:]
+    assert call_turn[:2] == [special.agent, special.call]
+    assert fmt.tokenizer.decode(call_turn) == "FindRestaurants city: San Jose"
+    assert result_turn[0] == special.result
+    assert fmt.tokenizer.decode(result_turn) == "1 results: name: Bazille"  # the city was asked
+    prompt = fmt.prompt(history, 6, 256)
+    assert special.result in prompt
+    assert special.call in prompt
+
+
+def test_a_model_without_tool_tokens_reads_only_the_words() -> None:
+    fmt = llm_tiny.dialogue_format()
+    call = ToolCall("c1", "FindRestaurants", "{}")
+    history = [
+        Turn("user", "Find me a place to eat."),
+        Turn("agent", "Let me look.", tool_calls=(call,)),
+        Turn("tool", '{"n_results": 0, "results": []}', tool_call_id="c1"),
+    ]
+    assert fmt.prompt(history, 6, 256) == fmt.prompt(
+        [Turn("user", "Find me a place to eat."), Turn("agent", "Let me look.")], 6, 256
+    )
+    with pytest.raises(ValueError, match="no tool tokens"):
+        fmt.encode_turns(history)
+
+
+def test_a_call_that_does_not_parse_ends_the_reply_with_an_error() -> None:
+    tokenizer = llm_tiny.tokenizer().with_tool_tokens()
+    call = tokenizer.special.call
+    assert call is not None
+    clock = VirtualClock()
+    words = tokenizer.encode("Let me check.")
+    stats = ReplyStats(token_ids=[*words, call, *tokenizer.encode("not a call at all")])
+    [piece] = last_pieces(WordEmitter(tokenizer, clock), stats, CallReader(tokenizer, call), clock)
+    assert piece.text == "Let me check."
+    assert not piece.tool_calls
+    assert piece.error is not None
+    assert "not 'key: value'" in piece.error
+    assert stats.text == "Let me check."
+
+
+# ----------------------------------------------------------------- a tiny model trained here
+
+
+def _restaurant_dialogue(cuisine: str, city: str, name: str) -> dict[str, object]:
+    return {
+        "id": f"{cuisine}-{city}",
+        "turns": [
+            {"speaker": "user", "text": f"Find me an {cuisine} restaurant in {city}."},
+            {
+                "speaker": "agent",
+                "text": f"{name} is a good one in {city}.",
+                "call": {
+                    "service": "Restaurants_1",
+                    "method": "FindRestaurants",
+                    "args": {"city": city, "cuisine": cuisine},
+                },
+                "results": [{"restaurant_name": name, "city": city, "cuisine": cuisine}],
+                "n_results": 3,
+            },
+            {"speaker": "user", "text": "Thanks, that is all."},
+            {"speaker": "agent", "text": "Have a good day."},
+        ],
+    }
+
+
+RESTAURANTS = [("American", "San Jose", "Saint Peter"), ("Italian", "Palo Alto", "Bird Dog")]
+
+
+def _tiny_options(corpus: Path, out: Path, **changes: object) -> TrainOptions:
+    base = TrainOptions(
+        objective="ar", corpora=(corpus,), validation=None, out_dir=out, epochs=300,
+        warmup_steps=5, learning_rate=3e-3, vocab_size=300, block_size=4, max_turn_tokens=48,
+        tokens_per_batch=1024, d_model=64, n_layers=2, n_heads=2, ffn_hidden=128, threads=1,
+    )  # fmt: skip
+    return TrainOptions(**{**base.__dict__, **changes})
+
+
+@cache
+def _trained(root: Path) -> LoadedModel:
+    corpus = root / "restaurants.jsonl"
+    corpus.write_text("".join(json.dumps(_restaurant_dialogue(*r)) + "\n" for r in RESTAURANTS))
+    options = _tiny_options(corpus, root / "ar")
+    shutil.rmtree(options.out_dir, ignore_errors=True)
+    train(options)
+    return load_model(options.out_dir / FINAL_MODEL)
+
+
+@pytest.fixture(scope="module")
+def trained(tmp_path_factory: pytest.TempPathFactory) -> LoadedModel:
+    return _trained(tmp_path_factory.mktemp("tools"))
+
+
+async def _reply(
+    generator: AutoregressiveTurnGenerator, history: list[Turn], tools: list[ToolSpec]
+) -> tuple[str, tuple[ToolCall, ...]]:
+    pieces = [piece async for piece in generator.stream(history, tools)]
+    assert all(piece.error is None for piece in pieces)
+    return "".join(p.text for p in pieces), pieces[-1].tool_calls
+
+
+FIND = ToolSpec("FindRestaurants", "Find a restaurant.", {"type": "object"})
+
+
+def test_a_trained_model_calls_the_tool_and_answers_from_its_result(trained: LoadedModel) -> None:
+    generator = AutoregressiveTurnGenerator(trained, GeneratorOptions(history_turns=6))
+    for cuisine, city, name in RESTAURANTS:
+        history = [Turn("user", f"Find me an {cuisine} restaurant in {city}.")]
+        words, calls = asyncio.run(_reply(generator, history, [FIND]))
+        assert words == ""
+        [call] = calls
+        assert call.name == "FindRestaurants"
+        assert json.loads(call.arguments) == {"city": city, "cuisine": cuisine}
+        rows = [{"restaurant_name": name, "city": city, "cuisine": cuisine}]
+        history += [
+            Turn("agent", "", tool_calls=calls),
+            Turn("tool", json.dumps({"n_results": 3, "results": rows}), tool_call_id=call.id),
+        ]
+        words, calls = asyncio.run(_reply(generator, history, [FIND]))
+        assert not calls
+        assert words.startswith(name)
+
+
+def test_a_model_offered_no_tools_calls_none(trained: LoadedModel) -> None:
+    generator = AutoregressiveTurnGenerator(trained, GeneratorOptions(history_turns=6))
+    history = [Turn("user", "Find me an American restaurant in San Jose.")]
+    _, calls = asyncio.run(_reply(generator, history, []))
+    assert calls == ()
+    assert trained.tokenizer.special.call not in generator.last_stats.token_ids
+
+
+def test_a_checkpoint_grows_two_tokens_for_a_corpus_with_calls(
+    trained: LoadedModel, tmp_path: Path
+) -> None:
+    plain = tmp_path / "plain.jsonl"
+    plain.write_text(
+        "".join(
+            json.dumps({"id": str(i), "turns": [{"speaker": "user", "text": "Hi there."},
+                        {"speaker": "agent", "text": "Hello, how can I help?"}]}) + "\n"
+            for i in range(4)
+        )
+    )  # fmt: skip
+    words_only = _tiny_options(plain, tmp_path / "words", epochs=1)
+    train(words_only)
+    before = load_model(words_only.out_dir / FINAL_MODEL)
+    assert not before.tokenizer.knows_tools
+    grown = _tiny_options(
+        SAMPLE, tmp_path / "grown", epochs=0.01, init=words_only.out_dir / FINAL_MODEL,
+        learning_rate=0.0,
+    )  # fmt: skip
+    train(grown)
+    after = load_model(grown.out_dir / FINAL_MODEL)
+    assert after.tokenizer.knows_tools
+    assert after.tokenizer.vocab_size == before.tokenizer.vocab_size + 2
+    old, new = before.model.embedding.weight, after.model.embedding.weight
+    torch.testing.assert_close(new[: len(old)], old, rtol=0, atol=0)  # lr 0: nothing moved
+    torch.testing.assert_close(new[len(old) :], old.float().mean(0).expand(2, -1).to(old.dtype))
+
+
+# ---------------------------------------------------------------------- the offline services
+
+
+def _sample_catalogue(tmp_path: Path) -> SGDCatalogue:
+    for split in ("train", "dev"):
+        schemas = (DATA / "schemas_sample.json").read_text() if split == "train" else "[]"
+        (tmp_path / f"schemas_{split}.json").write_text(schemas)
+        tools = SAMPLE.read_text() if split == "train" else ""
+        (tmp_path / f"sgd_tools_{split}.jsonl").write_text(tools)
+    out = tmp_path / "catalogue.json.gz"
+    build_catalogue(tmp_path, ["Restaurants_1"], out)
+    return SGDCatalogue.read(out)
+
+
+def test_a_search_returns_the_corpus_rows_that_match_its_arguments(tmp_path: Path) -> None:
+    catalogue = _sample_catalogue(tmp_path)
+    expected = [
+        row
+        for line in SAMPLE.read_text().splitlines()
+        for turn in json.loads(line)["turns"]
+        if turn.get("call", {}).get("method") == "FindRestaurants"
+        and turn["call"]["args"]["city"] == "San Jose"
+        for row in turn["results"]
+    ]
+    tools = {t.name: t for t in sgd_service_tools(["Restaurants_1"], catalogue)}
+    find = tools["FindRestaurants"]
+    arguments = find.validate('{"city": "san  jose", "cuisine": "american"}')
+    found = json.loads(asyncio.run(find.call(arguments, None)))  # type: ignore[arg-type]
+    unique = {json.dumps(r, sort_keys=True): r for r in expected if r["cuisine"] == "American"}
+    assert found["n_results"] == len(unique)
+    assert found["results"] == list(unique.values())[:5]
+    assert all(r["city"] == "San Jose" for r in found["results"])
+
+
+def test_a_booking_confirms_with_the_details_of_what_it_names(tmp_path: Path) -> None:
+    catalogue = _sample_catalogue(tmp_path)
+    reserve = {t.name: t for t in sgd_service_tools(["Restaurants_1"], catalogue)}[
+        "ReserveRestaurant"
+    ]
+    assert not reserve.read_only
+    arguments = reserve.validate(
+        '{"restaurant_name": "71 Saint Peter", "city": "San Jose", "time": "19:00"}'
+    )
+    [row] = json.loads(asyncio.run(reserve.call(arguments, None)))["results"]  # type: ignore[arg-type]
+    assert row["restaurant_name"] == "71 Saint Peter"
+    assert row["time"] == "19:00"
+    assert row["street_address"] == "71 North San Pedro Street"  # from the corpus's rows
+    assert row["party_size"] == "2"  # the schema's default
+
+
+def test_the_configuration_names_the_services_offered() -> None:
+    assert set(packaged_catalogue().services) >= {"Restaurants_1", "Hotels_3", "Events_2"}
+    names = [t.name for t in offered_tools([], ToolsConfig(services=["Restaurants_1"]))]
+    assert {"FindRestaurants", "ReserveRestaurant"} <= set(names)
+    with pytest.raises(ToolSelectionError, match=r"tools\.services: no service 'Pizza_9'"):
+        offered_tools([], ToolsConfig(services=["Pizza_9"]))
