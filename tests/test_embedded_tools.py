@@ -27,7 +27,22 @@ from cadence.pipeline.config import ToolsConfig
 from cadence.pipeline.tools import ToolSelectionError, offered_tools
 from cadence.pipeline.tools.sgd_services import SGDCatalogue, packaged_catalogue, sgd_service_tools
 from cadence.tooling.training.corpus import read_dialogues
+from cadence.tooling.training.evaluation import evaluate_backend
+from cadence.tooling.training.in_lane import (
+    DECLINE,
+    HELD_OUT_NOISE,
+    REPEAT,
+    TRAINING_TASKS,
+    behaves,
+    build_lane_corpus,
+    lane_kind,
+)
 from cadence.tooling.training.sgd_catalogue import build_catalogue
+from cadence.tooling.training.tool_evaluation import (
+    entity_lexicon,
+    hallucinated_entities,
+    same_call,
+)
 from cadence.tooling.training.trainer import FINAL_MODEL, TrainOptions, train
 
 DATA = Path(__file__).parent / "data" / "dialogue"
@@ -308,3 +323,73 @@ def test_the_configuration_names_the_services_offered() -> None:
     assert {"FindRestaurants", "ReserveRestaurant"} <= set(names)
     with pytest.raises(ToolSelectionError, match=r"tools\.services: no service 'Pizza_9'"):
         offered_tools([], ToolsConfig(services=["Pizza_9"]))
+
+
+# ---------------------------------------------------------------------- what eval-lm measures
+
+
+def test_an_invented_entity_is_caught_and_one_from_the_results_is_not() -> None:
+    rows = [
+        {"restaurant_name": "Bird Dog", "city": "Palo Alto", "street_address": "420 Ramona Street"}
+    ]
+    elsewhere = [{"hotel_name": "1 Hotel Brooklyn Bridge", "city": "New York"}]
+    result = Turn("tool", json.dumps({"n_results": 1, "results": rows}), tool_call_id="c1")
+    lexicon = entity_lexicon(
+        [result, Turn("tool", json.dumps({"results": elsewhere}), tool_call_id="c2")]
+    )
+    assert {"bird dog", "420 ramona street", "1 hotel brooklyn bridge"} <= lexicon
+    history = [Turn("user", "A table in Palo Alto, please."), result]
+    assert hallucinated_entities("Bird Dog at 420 Ramona Street is free.", history, lexicon) == []
+    invented = hallucinated_entities("How about 1 Hotel Brooklyn Bridge?", history, lexicon)
+    assert invented == ["1 hotel brooklyn bridge"]
+    # Said by the caller first: not invented.
+    assert (
+        hallucinated_entities(
+            "1 Hotel Brooklyn Bridge it is.",
+            [Turn("user", "Is 1 Hotel Brooklyn Bridge free?")],
+            lexicon,
+        )
+        == []
+    )
+
+
+def test_a_call_matches_only_with_the_same_method_and_every_argument() -> None:
+    wanted = ToolCall("a", "FindRestaurants", '{"city": "San Jose", "cuisine": "American"}')
+    assert same_call(
+        ToolCall("b", "FindRestaurants", '{"cuisine": "american", "city": "San  Jose"}'), wanted
+    )
+    assert not same_call(ToolCall("b", "FindRestaurants", '{"city": "San Jose"}'), wanted)
+    assert not same_call(ToolCall("b", "FindHotels", wanted.arguments), wanted)
+    assert not same_call(ToolCall("b", "FindRestaurants", "not json"), wanted)
+
+
+def test_the_lane_corpus_evaluates_on_what_training_never_saw(tmp_path: Path) -> None:
+    counts = build_lane_corpus(SAMPLE, tmp_path / "train.jsonl", tmp_path / "test.jsonl", 400, 100)
+    assert sum(v for k, v in counts.items() if k.startswith("train_")) == 400
+    train = read_dialogues(tmp_path / "train.jsonl")
+    test = read_dialogues(tmp_path / "test.jsonl")
+    for dialogues in (train, test):
+        assert all(lane_kind(d.turns[-1].text) is not None for d in dialogues)
+    training_asks = {d.turns[-2].text for d in train}
+    declines = [d.turns[-2].text for d in test if lane_kind(d.turns[-1].text) == "decline"]
+    assert declines
+    assert not any(task in ask for ask in declines for task in TRAINING_TASKS)
+    assert not training_asks & set(HELD_OUT_NOISE)
+    assert any(len(d.turns) > 2 for d in train)  # some follow the start of a real dialogue
+    assert behaves(DECLINE, "decline")
+    assert not behaves(REPEAT, "decline")
+
+
+def test_eval_lm_reports_tool_use_and_lane_behaviour(trained: LoadedModel, tmp_path: Path) -> None:
+    corpus = tmp_path / "restaurants.jsonl"
+    corpus.write_text("".join(json.dumps(_restaurant_dialogue(*r)) + "\n" for r in RESTAURANTS))
+    dialogues = read_dialogues(corpus)
+    lexicon = entity_lexicon(t for d in dialogues for t in d.turns)
+    report = evaluate_backend(
+        "ar", "tiny", trained, GeneratorOptions(history_turns=6), dialogues, lexicon=lexicon
+    )
+    assert report.tools["call_turns"] == 2
+    assert report.tools["call_exact_match"] == 1.0  # it memorised both calls
+    assert report.tools["replies_with_hallucinated_entities"] == 0.0
+    assert report.lane == {}  # no in-lane turns in this corpus
+    assert set(report.to_dict()) >= {"tools", "call_misses", "hallucinations", "lane", "bleu"}

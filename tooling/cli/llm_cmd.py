@@ -36,6 +36,10 @@ def train_command(
     max_turn_tokens: int = typer.Option(
         40, "--max-turn-tokens", help="A turn's tokens at most (a multiple of the block)."
     ),
+    window_tokens: int = typer.Option(
+        192, "--window-tokens", help="A training sequence's tokens at most."
+    ),
+    window_turns: int = typer.Option(6, "--window-turns", help="Its turns at most."),
     threads: int | None = typer.Option(None, "--threads", help="Torch CPU threads."),
 ) -> None:
     """Train the block-diffusion model or the AR baseline, with checkpoints and resume. A
@@ -58,6 +62,8 @@ def train_command(
         tokens_per_batch=tokens_per_batch,
         seed=seed,
         max_turn_tokens=max_turn_tokens,
+        window_tokens=window_tokens,
+        window_turns=window_turns,
         threads=threads,
     )
     console = Console(stderr=True)
@@ -213,9 +219,19 @@ def eval_lm_command(
     threshold: float | None = typer.Option(
         None, "--threshold", help="Override models.llm.confidence_threshold (τ)."
     ),
+    train_corpus: Path | None = typer.Option(
+        None,
+        "--train-corpus",
+        help="The tool corpus the models were trained on: the entities they may have learned"
+        " (for the hallucination check) and the services they saw.",
+    ),
+    seen_services_only: bool = typer.Option(
+        False, "--seen-services-only", help="Only dialogues whose services --train-corpus has."
+    ),
     config: Path | None = CONFIG_OPTION,
 ) -> None:
-    """Measure the diffusion model and the AR baseline side by side on CORPUS."""
+    """Measure the diffusion model and the AR baseline side by side on CORPUS (with a tool
+    corpus, also their calls and any entities they invent)."""
     import json
     from functools import partial
 
@@ -226,13 +242,23 @@ def eval_lm_command(
     from cadence.llm.generator import GeneratorOptions
     from cadence.tooling.training.corpus import read_dialogues
     from cadence.tooling.training.evaluation import evaluate_backend
+    from cadence.tooling.training.tool_evaluation import entity_lexicon
 
     torch.set_num_threads(threads)
     settings = load_config_or_exit(config).models.llm
     if threshold is not None:
         settings = settings.model_copy(update={"confidence_threshold": threshold})
     options = GeneratorOptions.from_options(settings)
-    chosen = read_dialogues(corpus, dialogues)
+    trained_on = read_dialogues(train_corpus) if train_corpus else []
+    if seen_services_only:
+        if not trained_on:
+            raise typer.BadParameter("--seen-services-only needs --train-corpus")
+        seen = {service for d in trained_on for service in d.services}
+        everything = read_dialogues(corpus)
+        chosen = [d for d in everything if d.services and set(d.services) <= seen][:dialogues]
+    else:
+        chosen = read_dialogues(corpus, dialogues)
+    lexicon = entity_lexicon(t for d in [*trained_on, *chosen] for t in d.turns)
     replies = sum(t.speaker == "agent" for d in chosen for t in d.turns)
     reports = []
     with Progress(
@@ -252,6 +278,7 @@ def eval_lm_command(
                     options,
                     chosen,
                     on_reply=partial(bar.advance, task),
+                    lexicon=lexicon,
                 )
             )
     table = Table(title=f"{corpus.name}: {len(chosen)} dialogues, {replies} agent turns")
@@ -276,12 +303,26 @@ def eval_lm_command(
     for label, key, style in rows:
         values = [getattr(r, key) for r in reports]
         table.add_row(label, *("—" if v is None else style.format(v) for v in values))
+    for label, key in (
+        ("tool calls: exact match", "call_exact_match"),
+        ("tool calls: method right", "call_method_right"),
+        ("called on call turns", "called_on_call_turns"),
+        ("called instead of speaking", "called_instead_of_speaking"),
+        ("replies with invented entities", "replies_with_hallucinated_entities"),
+    ):
+        values = [r.tools[key] for r in reports]
+        table.add_row(label, *("—" if v is None else f"{v:.1%}" for v in values))
+    for kind in sorted({kind for r in reports for kind in r.lane}):
+        values = [r.lane.get(kind) for r in reports]
+        table.add_row(f"in lane: {kind}", *("—" if v is None else f"{v:.1%}" for v in values))
     Console().print(table)
     if json_out is not None:
         json_out.parent.mkdir(parents=True, exist_ok=True)
         payload = {
             "command": "cadence eval-lm",
             "corpus": str(corpus),
+            "train_corpus": str(train_corpus) if train_corpus else None,
+            "seen_services_only": seen_services_only,
             "dialogues": len(chosen),
             "agent_turns": replies,
             "threads": threads,

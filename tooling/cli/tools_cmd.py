@@ -1,4 +1,5 @@
-"""``cadence build-sgd-catalogue``: the data of the offline SGD services (docs/tools.md)."""
+"""``cadence build-sgd-catalogue`` (the data of the offline SGD services) and ``cadence
+build-lane-corpus`` (training material for staying in lane): docs/tools.md, docs/llm.md."""
 
 from __future__ import annotations
 
@@ -8,7 +9,6 @@ import typer
 from rich.console import Console
 
 DATA_DIR = Path("../shared/data/dialogue")
-DEFAULT_SERVICES = ("Restaurants_1", "Hotels_3", "Events_2", "Flights_1")
 PACKAGED = Path("pipeline/tools/data/sgd_services.json.gz")
 
 
@@ -16,17 +16,37 @@ def build_sgd_catalogue(
     data_dir: Path = typer.Option(
         DATA_DIR, "--data", help="Folder of sgd_tools_*.jsonl and schemas_*.json."
     ),
-    service: list[str] = typer.Option(
-        list(DEFAULT_SERVICES), "--service", help="An SGD service to serve (repeatable)."
+    service: list[str] | None = typer.Option(
+        None,
+        "--service",
+        help="An SGD service to serve (repeatable); default: every one"
+        " of the training split's schemas.",
     ),
     out: Path = typer.Option(PACKAGED, "--out", help="The catalogue to write (.json.gz)."),
 ) -> None:
     """Collect the chosen SGD services' schemas and the rows their calls returned in the
     training and development dialogues (never the test ones) into the offline catalogue."""
-    from cadence.tooling.training.sgd_catalogue import build_catalogue
+    from cadence.tooling.training.sgd_catalogue import build_catalogue, training_services
 
-    counts = build_catalogue(data_dir, service, out)
+    counts = build_catalogue(data_dir, service or training_services(data_dir), out)
     console = Console(stderr=True)
     for method, rows in counts.items():
         console.print(f"{method}: {rows:,} rows")
     console.print(f"wrote {out} ({out.stat().st_size:,} bytes)")
+
+
+def build_lane_corpus(
+    data_dir: Path = typer.Option(DATA_DIR, "--data", help="Folder of sgd_tools_train.jsonl."),
+    out: Path = typer.Option(..., "--out", help="Training dialogues to write (.jsonl)."),
+    test_out: Path = typer.Option(
+        ..., "--test-out", help="Evaluation dialogues (held-out topics and noise) to write."
+    ),
+    examples: int = typer.Option(3000, "--examples", help="Training dialogues."),
+    seed: int = typer.Option(0, "--seed", help="Seed of every choice."),
+) -> None:
+    """Write dialogues where the agent greets, says what it can do, declines what no service
+    does and asks again on noise; train on them with `cadence train --corpus`."""
+    from cadence.tooling.training.in_lane import build_lane_corpus as build
+
+    counts = build(data_dir / "sgd_tools_train.jsonl", out, test_out, examples, seed=seed)
+    Console(stderr=True).print(", ".join(f"{k} {v}" for k, v in counts.items()))

@@ -21,6 +21,8 @@ from cadence.llm.dialogue import Speaker, ToolCall, Turn
 class Dialogue:
     id: str
     turns: tuple[Turn, ...]
+    services: tuple[str, ...] = ()
+    """The SGD services the dialogue uses (the tool corpora say)."""
 
 
 def read_dialogues(path: Path, limit: int | None = None) -> list[Dialogue]:
@@ -54,7 +56,8 @@ def _iter_dialogues(path: Path) -> Iterator[Dialogue]:
                 if t["text"].strip():
                     speaker: Speaker = "agent" if t["speaker"] == "agent" else "user"
                     turns.append(Turn(speaker=speaker, text=t["text"]))
-            yield Dialogue(id=str(record["id"]), turns=tuple(turns))
+            services = tuple(record.get("services", ()))
+            yield Dialogue(id=str(record["id"]), turns=tuple(turns), services=services)
 
 
 def _tool_turns(turn: dict[str, Any], call_id: str) -> tuple[Turn, Turn]:

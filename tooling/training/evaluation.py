@@ -4,7 +4,10 @@ Per backend: the validation NLL per agent token (the ELBO bound for the diffusio
 its perplexity; generated agent turns against the references (sacrebleu BLEU), each turn
 generated from the real history with the conversation cache carried through the dialogue as
 in a call; the time to the first emitted piece, time per reply, tokens per second and, for
-the diffusion model, denoising steps per block.
+the diffusion model, denoising steps per block. On the SGD tool corpora, with a model that
+knows tools, every agent turn is generated with tools allowed: a turn where the corpus's
+agent called a service is scored as a call (exact match), the others as words (BLEU), and
+every spoken reply is checked for invented entities (``tool_evaluation``).
 """
 
 from __future__ import annotations
@@ -27,7 +30,9 @@ from cadence.llm.decoding import ReplyStats
 from cadence.llm.dialogue import Turn
 from cadence.llm.generator import GeneratorOptions
 from cadence.tooling.training.corpus import Dialogue
+from cadence.tooling.training.in_lane import behaves, lane_kind
 from cadence.tooling.training.objectives import collate
+from cadence.tooling.training.tool_evaluation import ToolUseTally
 from cadence.tooling.training.trainer import Objective, loss_function, windows_to_batches
 
 ELBO_SAMPLES = 4
@@ -54,6 +59,13 @@ class BackendReport:
     ms_per_step_p50: float
     """Reply time over forward passes: what one denoising step (or AR token) costs."""
     samples: list[dict[str, str]]
+    tools: dict[str, float | int | None]
+    """Tool use (``ToolUseTally.summary``): call exact match, hallucinated entities…"""
+    call_misses: list[dict[str, str]]
+    hallucinations: list[dict[str, str]]
+    lane: dict[str, float | None]
+    """Share of the turns that call for it where the reply greets, says what the agent can
+    do, declines, or asks again (``in_lane``), by kind."""
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -89,28 +101,40 @@ def evaluate_backend(
     options: GeneratorOptions,
     dialogues: Sequence[Dialogue],
     on_reply: Callable[[], None] | None = None,
+    lexicon: frozenset[str] = frozenset(),
 ) -> BackendReport:
-    """Generate every agent turn of ``dialogues`` and measure it (see module docstring)."""
+    """Generate every agent turn of ``dialogues`` and measure it (see module docstring);
+    ``lexicon``: the entities a reply must not invent (``entity_lexicon``)."""
     clock = MonotonicClock()
     hypotheses: list[str] = []
     references: list[str] = []
     stats_list: list[ReplyStats] = []
     samples: list[dict[str, str]] = []
+    tally = ToolUseTally()
+    lane: dict[str, list[bool]] = {}
+    calls = loaded.tokenizer.knows_tools
 
     def prompt(history: Sequence[Turn]) -> list[int]:
         return loaded.format.prompt(history, options.history_turns, options.max_context_tokens)
 
-    _generate(_decoder(loaded, options, clock), prompt(dialogues[0].turns[:1]))  # warm-up
+    _generate(_decoder(loaded, options, clock), prompt(dialogues[0].turns[:1]), calls)  # warm-up
     for dialogue in dialogues:
         decoder = _decoder(loaded, options, clock)
         for index, turn in enumerate(dialogue.turns):
-            if turn.speaker != "agent":
+            if turn.speaker != "agent" or (turn.tool_calls and not calls):
                 continue
-            stats = _generate(decoder, prompt(dialogue.turns[:index]))
+            history = dialogue.turns[:index]
+            stats = _generate(decoder, prompt(history), calls)
             stats_list.append(stats)
-            hypotheses.append(stats.text)
-            references.append(turn.text)
-            if len(samples) < 12:
+            if turn.tool_calls:
+                tally.add_call_turn(stats.tool_calls, turn.tool_calls[0])
+            else:
+                tally.add_spoken_turn(stats.text, stats.tool_calls, history, lexicon)
+                if (kind := lane_kind(turn.text)) is not None:
+                    lane.setdefault(kind, []).append(behaves(stats.text, kind))
+                hypotheses.append(stats.text)
+                references.append(turn.text)
+            if len(samples) < 12 and not turn.tool_calls:
                 user = dialogue.turns[index - 1].text if index else ""
                 samples.append({"user": user, "reference": turn.text, "generated": stats.text})
             if on_reply is not None:
@@ -142,6 +166,10 @@ def evaluate_backend(
         tokens_per_step_mean=sum(tokens) / max(sum(steps), 1),
         ms_per_step_p50=_percentile([w / max(n, 1) for w, n in zip(whole, steps, strict=True)], 50),
         samples=samples,
+        tools=tally.summary(),
+        call_misses=tally.misses,
+        hallucinations=tally.hallucinations,
+        lane={kind: round(sum(right) / len(right), 4) for kind, right in sorted(lane.items())},
     )
 
 
@@ -157,10 +185,10 @@ def _decoder(
 
 
 def _generate(
-    decoder: BlockDiffusionDecoder | AutoregressiveDecoder, prompt: list[int]
+    decoder: BlockDiffusionDecoder | AutoregressiveDecoder, prompt: list[int], calls: bool
 ) -> ReplyStats:
     stats = ReplyStats()
-    for _ in decoder.decode(prompt, stats):
+    for _ in decoder.decode(prompt, stats, calls=calls):
         pass
     return stats
 

@@ -51,6 +51,12 @@ def build_catalogue(data_dir: Path, services: Sequence[str], out: Path) -> dict[
     return {key: len(value) for key, value in rows.items()}
 
 
+def training_services(data_dir: Path) -> list[str]:
+    """Every service of the training split's schemas."""
+    schemas = json.loads((data_dir / "schemas_train.json").read_text())
+    return sorted(schema["service_name"] for schema in schemas)
+
+
 def _method(schema: dict[str, Any], intent: dict[str, Any]) -> dict[str, Any]:
     slots = {slot["name"]: slot for slot in schema["slots"]}
     return {

@@ -1,0 +1,149 @@
+"""What ``cadence eval-lm`` measures of a model's tool use, on the SGD tool corpora.
+
+* **Tool-call exact match**: on agent turns where the corpus's agent called a service, the
+  model's reply is a call of the same method with every argument equal (values compared
+  case- and space-insensitively); also how often it called at all there, and how often it
+  called where the corpus's agent spoke instead.
+* **Hallucinated entities**: a spoken reply names an entity — a restaurant, hotel, event,
+  address, phone number, airline… (a value of a name-like slot anywhere in the services'
+  results) — that is neither in the conversation so far (what was said and what the tools
+  returned) nor in the reply's own results. The reply that offers "1 Hotel Brooklyn Bridge"
+  to a caller who asked about a card game counts; one that repeats the result's name does
+  not. Values that are also ordinary words (a city named "Northfield" said by the caller)
+  are in the conversation and so never count.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+
+from cadence.llm.dialogue import ToolCall, Turn
+
+ENTITY_SLOTS = re.compile(
+    r"name|address|phone|title|venue|airline|artist|album|stylist|theater|attraction|"
+    r"event|dentist|doctor|therapist|car_type|song"
+)
+"""Slots whose values are entities a reply must not make up."""
+MIN_ENTITY_CHARS = 4
+"""Shorter values ("A", "Up") are too often ordinary words to count."""
+
+
+def _norm(text: str) -> str:
+    return " ".join(re.sub(r"[^\w$:.-]+", " ", text.lower()).split())
+
+
+def entity_lexicon(turns: Iterable[Turn]) -> frozenset[str]:
+    """The entity values (normalised) in the results of the tool turns among ``turns``."""
+    values: set[str] = set()
+    for turn in turns:
+        if turn.speaker != "tool":
+            continue
+        try:
+            result = json.loads(turn.text)
+        except json.JSONDecodeError:
+            continue
+        rows = result.get("results", []) if isinstance(result, dict) else []
+        for row in rows if isinstance(rows, list) else []:
+            for slot, value in row.items() if isinstance(row, dict) else ():
+                text = _norm(str(value))
+                if ENTITY_SLOTS.search(slot) and len(text) >= MIN_ENTITY_CHARS:
+                    values.add(text)
+    return frozenset(values)
+
+
+def hallucinated_entities(
+    reply: str, history: Sequence[Turn], lexicon: frozenset[str]
+) -> list[str]:
+    """The lexicon's entities in ``reply`` that appear nowhere in ``history`` (its words and
+    its tools' results)."""
+    said = f" {_norm(reply)} "
+    known = " " + " ".join(_norm(t.text) for t in history) + " "
+    return sorted(
+        entity for entity in lexicon if f" {entity} " in said and f" {entity} " not in known
+    )
+
+
+def same_call(made: ToolCall, wanted: ToolCall) -> bool:
+    """Same method, and every argument equal (case and spacing aside), none missing or extra."""
+    if made.name != wanted.name:
+        return False
+    try:
+        got, expected = json.loads(made.arguments or "{}"), json.loads(wanted.arguments or "{}")
+    except json.JSONDecodeError:
+        return False
+    if not isinstance(got, dict) or not isinstance(expected, dict):
+        return False
+    return {k: _norm(str(v)) for k, v in got.items()} == {
+        k: _norm(str(v)) for k, v in expected.items()
+    }
+
+
+@dataclass
+class ToolUseTally:
+    """Counts over the agent turns of an evaluation, and the examples worth reading."""
+
+    call_turns: int = 0
+    """Turns where the corpus's agent called a service."""
+    called: int = 0
+    """… where the model called something."""
+    exact: int = 0
+    """… where the model's call matched the corpus's exactly."""
+    method_right: int = 0
+    spoken_turns: int = 0
+    """Turns where the corpus's agent spoke."""
+    called_instead_of_speaking: int = 0
+    hallucinating_replies: int = 0
+    """Spoken replies naming an entity found neither in the conversation nor in its results."""
+    misses: list[dict[str, str]] = field(default_factory=list)
+    hallucinations: list[dict[str, str]] = field(default_factory=list)
+
+    def add_call_turn(self, made: Sequence[ToolCall], wanted: ToolCall) -> None:
+        self.call_turns += 1
+        if not made:
+            self.misses.append({"wanted": _call_text(wanted), "made": "(spoke)"})
+            return
+        self.called += 1
+        self.method_right += made[0].name == wanted.name
+        if same_call(made[0], wanted):
+            self.exact += 1
+        elif len(self.misses) < 20:
+            self.misses.append({"wanted": _call_text(wanted), "made": _call_text(made[0])})
+
+    def add_spoken_turn(
+        self,
+        reply: str,
+        made: Sequence[ToolCall],
+        history: Sequence[Turn],
+        lexicon: frozenset[str],
+    ) -> None:
+        self.spoken_turns += 1
+        if made:
+            self.called_instead_of_speaking += 1
+            return
+        invented = hallucinated_entities(reply, history, lexicon)
+        if invented:
+            self.hallucinating_replies += 1
+            if len(self.hallucinations) < 20:
+                self.hallucinations.append({"reply": reply, "invented": "; ".join(invented)})
+
+    def summary(self) -> dict[str, float | int | None]:
+        def share(part: int, whole: int) -> float | None:
+            return round(part / whole, 4) if whole else None
+
+        replies = self.spoken_turns - self.called_instead_of_speaking
+        return {
+            "call_turns": self.call_turns,
+            "call_exact_match": share(self.exact, self.call_turns),
+            "call_method_right": share(self.method_right, self.call_turns),
+            "called_on_call_turns": share(self.called, self.call_turns),
+            "spoken_turns": self.spoken_turns,
+            "called_instead_of_speaking": share(self.called_instead_of_speaking, self.spoken_turns),
+            "replies_with_hallucinated_entities": share(self.hallucinating_replies, replies),
+        }
+
+
+def _call_text(call: ToolCall) -> str:
+    return f"{call.name} {call.arguments}"
