@@ -75,9 +75,12 @@ class DialogueFormat:
         ids = [*body[: self.max_turn_tokens - 1], special.end_of_turn]
         return ids + [special.pad] * (-len(ids) % self.block_size)
 
-    def encode_turns(self, turns: Sequence[Turn]) -> list[list[int]]:
-        """Each turn encoded, every tool turn with the call it answers."""
-        calls = {call.id: call for turn in turns for call in turn.tool_calls}
+    def encode_turns(
+        self, turns: Sequence[Turn], history: Sequence[Turn] | None = None
+    ) -> list[list[int]]:
+        """Each turn encoded, every tool turn with the call it answers (looked up in
+        ``history``, the whole conversation ``turns`` are the end of, if given)."""
+        calls = {call.id: call for turn in history or turns for call in turn.tool_calls}
         return [self.encode_turn(turn, calls.get(turn.tool_call_id or "")) for turn in turns]
 
     def visible(self, history: Sequence[Turn]) -> list[Turn]:
@@ -92,7 +95,7 @@ class DialogueFormat:
         ``<agent>`` to start the reply. The reply therefore starts at ``len(prompt) - 1``, a
         block boundary."""
         turns = self.visible(history)
-        encoded = self.encode_turns(turns)[-history_turns:]
+        encoded = self.encode_turns(turns[-history_turns:], turns)
         while encoded and sum(map(len, encoded)) > max_context_tokens:
             encoded.pop(0)
         return [*(token for turn in encoded for token in turn), self.tokenizer.special.agent]

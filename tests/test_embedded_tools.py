@@ -20,7 +20,10 @@ from cadence.llm.decoding import ReplyStats
 from cadence.llm.dialogue import ToolCall, Turn
 from cadence.llm.dialogue_format import DialogueFormat
 from cadence.llm.emission import CallReader, WordEmitter, last_pieces
-from cadence.llm.generator import AutoregressiveTurnGenerator, GeneratorOptions
+from cadence.llm.generator import (
+    AutoregressiveTurnGenerator,
+    GeneratorOptions,
+)
 from cadence.llm.tool_text import ToolTextError, call_text, parse_call, result_text
 from cadence.llm.tools import ToolSpec
 from cadence.pipeline.config import ToolsConfig

@@ -219,9 +219,10 @@ more calls in the training dialogues): what the embedded agent offers (`tools.se
 
 
 class ToolsConfig(Options):
-    """Tool calls: which of the agent's tools the model is offered, and how their calls run
-    (docs/tools.md). Only backends that call tools use them (`openai`); the embedded models
-    answer in words."""
+    """Tool calls: which tools the model is offered (the agent's, the offline SGD services,
+    the built-ins), and how their calls run (docs/tools.md). The `openai` backend and the
+    embedded models trained with tool calls call them; the open-weight checkpoints answer in
+    words."""
 
     enabled: list[str] | None = None
     """Names of the agent's own tools (`Agent(tools=…)`) this configuration offers; null =

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import json
 import re
+from collections import Counter
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 
@@ -29,6 +30,8 @@ ENTITY_SLOTS = re.compile(
 """Slots whose values are entities a reply must not make up."""
 MIN_ENTITY_CHARS = 4
 """Shorter values ("A", "Up") are too often ordinary words to count."""
+COMMON_WORDS = 3000
+"""A one-word value among this many commonest words of the dialogues is not an entity."""
 
 
 def _norm(text: str) -> str:
@@ -36,7 +39,12 @@ def _norm(text: str) -> str:
 
 
 def entity_lexicon(turns: Iterable[Turn]) -> frozenset[str]:
-    """The entity values (normalised) in the results of the tool turns among ``turns``."""
+    """The entity values (normalised) in the results of the tool turns among ``turns``; a
+    value of one word that is also one of the commonest words of what was said ("help",
+    "boulevard", "seven") is left out: it names nothing for sure."""
+    turns = list(turns)
+    spoken = Counter(word for t in turns if t.speaker != "tool" for word in _norm(t.text).split())
+    common = {word for word, _ in spoken.most_common(COMMON_WORDS)}
     values: set[str] = set()
     for turn in turns:
         if turn.speaker != "tool":
@@ -51,6 +59,7 @@ def entity_lexicon(turns: Iterable[Turn]) -> frozenset[str]:
                 text = _norm(str(value))
                 if ENTITY_SLOTS.search(slot) and len(text) >= MIN_ENTITY_CHARS:
                     values.add(text)
+    values -= common
     return frozenset(values)
 
 
