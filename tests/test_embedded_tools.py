@@ -27,7 +27,7 @@ from cadence.llm.generator import (
 from cadence.llm.tool_text import ToolTextError, call_text, parse_call, result_text
 from cadence.llm.tools import ToolSpec
 from cadence.pipeline.config import ToolsConfig
-from cadence.pipeline.tools import ToolSelectionError, offered_tools
+from cadence.pipeline.tools import BUILTIN_TOOLS, ToolSelectionError, offered_tools
 from cadence.pipeline.tools.sgd_services import SGDCatalogue, packaged_catalogue, sgd_service_tools
 from cadence.tooling.training.corpus import read_dialogues
 from cadence.tooling.training.evaluation import evaluate_backend
@@ -318,10 +318,14 @@ def test_a_booking_confirms_with_the_details_of_what_it_names(tmp_path: Path) ->
     assert row["time"] == "19:00"
     assert row["street_address"] == "71 North San Pedro Street"  # from the corpus's rows
     assert row["party_size"] == "2"  # the schema's default
+    made_up = reserve.validate('{"restaurant_name": "Bi", "city": "San Jose", "time": "19:00"}')
+    refused = json.loads(asyncio.run(reserve.call(made_up, None)))  # type: ignore[arg-type]
+    assert refused == {"n_results": 0, "results": []}
 
 
 def test_the_configuration_names_the_services_offered() -> None:
     assert set(packaged_catalogue().services) >= {"Restaurants_1", "Hotels_3", "Events_2"}
+    assert offered_tools([], ToolsConfig()) == [BUILTIN_TOOLS["end_call"]]  # none by default
     names = [t.name for t in offered_tools([], ToolsConfig(services=["Restaurants_1"]))]
     assert {"FindRestaurants", "ReserveRestaurant"} <= set(names)
     with pytest.raises(ToolSelectionError, match=r"tools\.services: no service 'Pizza_9'"):
@@ -354,6 +358,16 @@ def test_an_invented_entity_is_caught_and_one_from_the_results_is_not() -> None:
         )
         == []
     )
+
+
+def test_an_invented_number_is_caught() -> None:
+    fare = Turn("tool", json.dumps({"results": [{"ride_fare": "11.08"}]}), tool_call_id="c1")
+    history = [Turn("user", "A cab to 1546 Maurice Lane for 2, please."), fare]
+    assert (
+        hallucinated_entities("It costs $11.08 to 1546 Maurice Lane.", history, frozenset()) == []
+    )
+    invented = hallucinated_entities("It costs $11.02 to 3300 Maurice Lane.", history, frozenset())
+    assert invented == ["11.02", "3300"]
 
 
 def test_a_call_matches_only_with_the_same_method_and_every_argument() -> None:

@@ -135,23 +135,21 @@ def test_functions_that_cannot_be_tools_are_refused_by_name() -> None:
 
 
 def test_a_configuration_offers_the_tools_it_enables() -> None:
-    names = [t.name for t in offered_tools([find_table], ToolsConfig(services=[]))]
+    names = [t.name for t in offered_tools([find_table], ToolsConfig())]
     assert names == ["find_table", "end_call"]
-    with_services = [t.name for t in offered_tools([find_table], ToolsConfig())]
+    with_services = [
+        t.name for t in offered_tools([find_table], ToolsConfig(services=["Restaurants_1"]))
+    ]
     assert with_services[0] == "find_table"
-    assert {"FindRestaurants", "ReserveRestaurant", "GetWeather"} <= set(with_services)
-    only_builtins = ToolsConfig(enabled=[], builtins=["read_keypad"], services=[])
+    assert {"FindRestaurants", "ReserveRestaurant"} <= set(with_services)
+    only_builtins = ToolsConfig(enabled=[], builtins=["read_keypad"])
     assert [t.name for t in offered_tools([find_table], only_builtins)] == ["read_keypad"]
     with pytest.raises(
         ToolSelectionError, match=r"tools\.enabled: the agent has no tool named 'book'"
     ):
         offered_tools([find_table], ToolsConfig(enabled=["book"]))
     config = CadenceConfig.model_validate(
-        {
-            "overlays": {
-                "lookup": {"tools": {"enabled": ["find_table"], "builtins": [], "services": []}}
-            }
-        }
+        {"overlays": {"lookup": {"tools": {"enabled": ["find_table"], "builtins": []}}}}
     )
     overlay = config.with_overlay("lookup").tools
     assert [t.name for t in offered_tools([find_table], overlay)] == ["find_table"]

@@ -209,15 +209,6 @@ def _default_builtins() -> list[BuiltinTool]:
     return ["end_call"]
 
 
-DEFAULT_SERVICES = (
-    "Restaurants_1", "Hotels_3", "Hotels_2", "Events_2", "Flights_1", "Buses_1",
-    "RentalCars_2", "RideSharing_2", "Movies_1", "Music_2", "Services_1", "Travel_1",
-    "Weather_1", "Banks_1", "Calendar_1", "Homes_1",
-)  # fmt: skip
-"""One version of each SGD domain (where two versions share a method's name, the one with
-more calls in the training dialogues): what the embedded agent offers (`tools.services`)."""
-
-
 class ToolsConfig(Options):
     """Tool calls: which tools the model is offered (the agent's, the offline SGD services,
     the built-ins), and how their calls run (docs/tools.md). The `openai` backend and the
@@ -227,11 +218,10 @@ class ToolsConfig(Options):
     enabled: list[str] | None = None
     """Names of the agent's own tools (`Agent(tools=…)`) this configuration offers; null =
     all of them. An overlay chooses its own."""
-    services: list[str] = Field(default_factory=lambda: list(DEFAULT_SERVICES))
-    """SGD services served offline from the corpus's own results: their methods
-    (`FindRestaurants`, `ReserveRestaurant`, …) are offered as tools. The embedded models
-    were trained to call them; the default is one version of each domain of the training
-    dialogues (docs/tools.md); [] offers none."""
+    services: list[str] = Field(default_factory=list)
+    """SGD services served offline from the corpus's own results (`Restaurants_1`,
+    `Hotels_3`, …): their methods (`FindRestaurants`, `ReserveRestaurant`, …) are offered as
+    tools. `configs/sgd-services.yaml` offers one version of each domain (docs/tools.md)."""
     builtins: list[BuiltinTool] = Field(default_factory=_default_builtins)
     """Tools Cadence brings: `end_call` (the agent hangs up after its goodbye is heard, on
     every transport) and `read_keypad` (the digits the caller types, up to #)."""

@@ -13,7 +13,8 @@ descriptions can call too. The data is a catalogue built from the corpora's own 
   as the corpus's services did: ``{"n_results": N, "results": [the first 5 rows]}``.
 * A **transaction** (``ReserveRestaurant``, ``BuyEventTickets``…) "succeeds": it returns one
   row, the arguments with the details of the entity they name filled in from the catalogue
-  (the restaurant's address and phone, the event's venue), like the corpus's confirmations.
+  (the restaurant's address and phone, the event's venue), like the corpus's confirmations;
+  one that names a restaurant, event, hotel… the catalogue does not have returns no rows.
   Nothing is booked anywhere.
 
 The corpus's world is fixed in time: its "today" is 2019-03-01, and its dates and results
@@ -122,7 +123,9 @@ class SGDCatalogue:
 
     def transact(self, method: ServiceMethod, arguments: dict[str, str]) -> dict[str, Any]:
         """The confirmation of a transaction: the arguments, with the details of the entity
-        they name taken from any row of the service that agrees with them."""
+        they name taken from the row of the service that agrees with the most of them. A
+        transaction that names something (``restaurant_name``, ``event_name``…) the
+        catalogue does not have fails as the corpus's services did: no rows."""
         given = {k: v for k, v in arguments.items() if v}
         entity: dict[str, str] = {}
         agreeing = 0  # the row that agrees with the most arguments wins
@@ -133,6 +136,8 @@ class SGDCatalogue:
                 shared = [k for k in given if k in row]
                 if len(shared) > agreeing and all(_norm(row[k]) == _norm(given[k]) for k in shared):
                     entity, agreeing = row, len(shared)
+        if any("name" in k and k not in entity for k in given):
+            return {"n_results": 0, "results": []}
         confirmed = {
             slot: given.get(slot, entity.get(slot, ""))
             for slot in method.result_slots

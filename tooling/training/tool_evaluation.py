@@ -6,11 +6,13 @@
   called where the corpus's agent spoke instead.
 * **Hallucinated entities**: a spoken reply names an entity — a restaurant, hotel, event,
   address, phone number, airline… (a value of a name-like slot anywhere in the services'
-  results) — that is neither in the conversation so far (what was said and what the tools
-  returned) nor in the reply's own results. The reply that offers "1 Hotel Brooklyn Bridge"
-  to a caller who asked about a card game counts; one that repeats the result's name does
-  not. Values that are also ordinary words (a city named "Northfield" said by the caller)
-  are in the conversation and so never count.
+  results) — or a number of two digits or more (a street number, a price, a time) that is
+  neither in the conversation so far (what was said and what the tools returned) nor in the
+  reply's own results. The reply that offers "1 Hotel Brooklyn Bridge" to a caller who asked
+  about a card game counts; one that repeats the result's name does not. An invented name no
+  service ever returned ("Biha") is missed, so the share is a lower bound on names; a number
+  the caller said in words ("seven thirty") and the reply repeats in digits counts, so on
+  numbers it errs the other way. Values that are also common words ("help") are left out.
 """
 
 from __future__ import annotations
@@ -30,8 +32,10 @@ ENTITY_SLOTS = re.compile(
 """Slots whose values are entities a reply must not make up."""
 MIN_ENTITY_CHARS = 4
 """Shorter values ("A", "Up") are too often ordinary words to count."""
+NUMBER = re.compile(r"\d+(?:[:.]\d+)*")
+"""A number as written: 3300, 11.08, 12:30, 408-261-5787 (three numbers)."""
 COMMON_WORDS = 3000
-"""A one-word value among this many commonest words of the dialogues is not an entity."""
+"""A value made only of this many commonest words of the dialogues is not an entity."""
 
 
 def _norm(text: str) -> str:
@@ -40,8 +44,8 @@ def _norm(text: str) -> str:
 
 def entity_lexicon(turns: Iterable[Turn]) -> frozenset[str]:
     """The entity values (normalised) in the results of the tool turns among ``turns``; a
-    value of one word that is also one of the commonest words of what was said ("help",
-    "boulevard", "seven") is left out: it names nothing for sure."""
+    value made only of the commonest words of what was said ("help", "for you") is left
+    out: it names nothing for sure."""
     turns = list(turns)
     spoken = Counter(word for t in turns if t.speaker != "tool" for word in _norm(t.text).split())
     common = {word for word, _ in spoken.most_common(COMMON_WORDS)}
@@ -59,20 +63,25 @@ def entity_lexicon(turns: Iterable[Turn]) -> frozenset[str]:
                 text = _norm(str(value))
                 if ENTITY_SLOTS.search(slot) and len(text) >= MIN_ENTITY_CHARS:
                     values.add(text)
-    values -= common
-    return frozenset(values)
+    return frozenset(v for v in values if not set(v.split()) <= common)
 
 
 def hallucinated_entities(
     reply: str, history: Sequence[Turn], lexicon: frozenset[str]
 ) -> list[str]:
-    """The lexicon's entities in ``reply`` that appear nowhere in ``history`` (its words and
-    its tools' results)."""
+    """What ``reply`` names that appears nowhere in ``history`` (its words and its tools'
+    results): the lexicon's entities, and numbers of two digits or more — a street number,
+    a price, a time, a phone number — that nobody said and no tool returned."""
     said = f" {_norm(reply)} "
     known = " " + " ".join(_norm(t.text) for t in history) + " "
-    return sorted(
-        entity for entity in lexicon if f" {entity} " in said and f" {entity} " not in known
-    )
+    entities = {e for e in lexicon if f" {e} " in said and f" {e} " not in known}
+    known_numbers = set(NUMBER.findall(known))
+    numbers = {
+        n
+        for n in NUMBER.findall(said)
+        if n not in known_numbers and sum(c.isdigit() for c in n) >= 2
+    }
+    return sorted(entities | numbers)
 
 
 def same_call(made: ToolCall, wanted: ToolCall) -> bool:
