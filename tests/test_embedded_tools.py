@@ -410,3 +410,13 @@ def test_eval_lm_reports_tool_use_and_lane_behaviour(trained: LoadedModel, tmp_p
     assert report.tools["replies_with_hallucinated_entities"] == 0.0
     assert report.lane == {}  # no in-lane turns in this corpus
     assert set(report.to_dict()) >= {"tools", "call_misses", "hallucinations", "lane", "bleu"}
+
+
+def test_eval_lm_measures_a_model_without_tools_on_the_tool_corpus() -> None:
+    """The shipped models before tools: their spoken replies are scored, the calls skipped."""
+    loaded = LoadedModel(llm_tiny.model("causal"), llm_tiny.dialogue_format(), {})
+    dialogues = read_dialogues(SAMPLE)
+    report = evaluate_backend("ar", "tiny", loaded, GeneratorOptions(), dialogues)
+    assert report.tools["call_turns"] == 0
+    spoken = sum(t.speaker == "agent" and not t.tool_calls for d in dialogues for t in d.turns)
+    assert report.replies == report.tools["spoken_turns"] == spoken

@@ -77,7 +77,11 @@ def validation_nll(loaded: LoadedModel, dialogues: Sequence[Dialogue]) -> float:
     fmt = loaded.format
     objective: Objective = "ar" if loaded.model.config.attention == "causal" else "bd3"
     rng = random.Random(0)
-    windows = [w for d in dialogues for w in fmt.windows(fmt.encode_turns(d.turns), 192, 6, rng)]
+    windows = [
+        w
+        for d in dialogues
+        for w in fmt.windows(fmt.encode_turns(fmt.visible(d.turns)), 192, 6, rng)
+    ]
     batches = [
         collate(b, fmt.tokenizer.special.pad) for b in windows_to_batches(windows, 4096, rng)
     ]
