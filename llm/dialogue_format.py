@@ -6,9 +6,9 @@ blocks never straddle the context, and a finished turn's KV cache is exact whate
 A reply starts with the given ``<agent>`` token in the first position of its first block.
 
 A model whose tokenizer has the tool tokens (``DialogueTokenizer.knows_tools``) also reads and
-writes tools: an agent turn that calls one is ``<agent> words <call> method key=value… <eot>``
+writes tools: an agent turn that calls one is ``<agent> words <call> method key: value… <eot>``
 (the words, if any, are spoken before the call), and the result is a turn of its own,
-``<result> N results: field=value… <eot>`` (``llm/tool_text.py``). A model without them reads
+``<result> N results: key: value… <eot>`` (``llm/tool_text.py``). A model without them reads
 only what was said (``spoken_turns``).
 """
 
@@ -19,6 +19,7 @@ import random
 from collections.abc import Sequence
 from dataclasses import dataclass
 from enum import IntEnum
+from typing import Any
 
 from cadence.llm.dialogue import ToolCall, Turn, spoken_turns
 from cadence.llm.tokenizer import DialogueTokenizer
@@ -60,8 +61,7 @@ class DialogueFormat:
         if turn.speaker == "tool":
             if special.result is None:
                 raise ValueError("this model's tokenizer has no tool tokens: it reads no results")
-            arguments = json.loads(call.arguments) if call is not None else {}
-            known = arguments if isinstance(arguments, dict) else {}
+            known = _arguments(call.arguments) if call is not None else {}
             body = [special.result, *self.tokenizer.encode(result_text(turn.text, known))]
         else:
             speaker = special.agent if turn.speaker == "agent" else special.user
@@ -69,8 +69,7 @@ class DialogueFormat:
             for tool_call in turn.tool_calls:
                 if special.call is None:
                     raise ValueError("this model's tokenizer has no tool tokens: it calls none")
-                arguments = json.loads(tool_call.arguments or "{}")
-                text = call_text(tool_call.name, arguments if isinstance(arguments, dict) else {})
+                text = call_text(tool_call.name, _arguments(tool_call.arguments))
                 body += [special.call, *self.tokenizer.encode(text)]
         ids = [*body[: self.max_turn_tokens - 1], special.end_of_turn]
         return ids + [special.pad] * (-len(ids) % self.block_size)
@@ -139,3 +138,13 @@ class DialogueFormat:
                 result.append(window)
             start = end
         return result
+
+
+def _arguments(text: str) -> dict[str, Any]:
+    """A call's JSON arguments as a dict; ``{}`` for arguments that are not a JSON object
+    (a remote model's malformed call, kept verbatim in the history)."""
+    try:
+        value = json.loads(text or "{}")
+    except json.JSONDecodeError:
+        return {}
+    return value if isinstance(value, dict) else {}

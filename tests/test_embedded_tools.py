@@ -120,6 +120,9 @@ def test_a_model_that_knows_tools_reads_calls_and_results() -> None:
     prompt = fmt.prompt(history, 6, 256)
     assert special.result in prompt
     assert special.call in prompt
+    # A malformed call (a remote model's, kept verbatim in the history) is read as its name.
+    broken = Turn("agent", "", tool_calls=(ToolCall("c2", "FindRestaurants", "{city"),))
+    assert fmt.tokenizer.decode(fmt.encode_turns([broken])[0]) == "FindRestaurants"
 
 
 def test_a_model_without_tool_tokens_reads_only_the_words() -> None:
