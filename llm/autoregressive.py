@@ -11,6 +11,7 @@ from cadence.llm.attention_masks import step_mask
 from cadence.llm.cached_decoder import CachedDecoder
 from cadence.llm.decoding import ReplyStats
 from cadence.llm.emission import ReplyPiece, WordEmitter, last_pieces, spoken_part
+from cadence.llm.result_slots import ResultRow, SlotFiller
 
 
 class AutoregressiveDecoder(CachedDecoder):
@@ -21,15 +22,22 @@ class AutoregressiveDecoder(CachedDecoder):
 
     @torch.inference_mode()
     def decode(
-        self, prompt: list[int], stats: ReplyStats | None = None, *, calls: bool = False
+        self,
+        prompt: list[int],
+        stats: ReplyStats | None = None,
+        *,
+        calls: bool = False,
+        result: ResultRow | None = None,
     ) -> Iterator[ReplyPiece]:
         """Pieces of the reply to ``prompt`` (from :meth:`DialogueFormat.prompt`); with
-        ``calls``, the reply may end in tool calls (a model that knows tools)."""
+        ``calls``, the reply may end in tool calls (a model that knows tools), and its
+        result slots are filled from ``result`` (:meth:`DialogueFormat.latest_result`)."""
         stats = stats if stats is not None else ReplyStats()
         stats.start_ms = self.clock.now_ms()
         self.allow_calls(calls)
         call = self.format.tokenizer.special.call
-        emitter = WordEmitter(self.format.tokenizer, self.clock)
+        filler = SlotFiller(self.format.tokenizer, result or {})
+        emitter = WordEmitter(filler, self.clock)
         pending = [*self.cache.reuse(prompt[:-1]), prompt[-1]]
         stats.prefilled_tokens = len(pending) - 1
         reply: list[int] = []
@@ -48,6 +56,7 @@ class AutoregressiveDecoder(CachedDecoder):
                 yield piece
         stats.token_ids = reply
         yield from last_pieces(emitter, stats, self.call_reader, self.clock)
+        stats.unfilled_slots = tuple(sorted(filler.unfilled))
 
     def _forward(self, tokens: list[int]) -> torch.Tensor:
         """Logits ``[len(tokens), vocab]``; every token enters the cache."""

@@ -24,6 +24,7 @@ from cadence.llm.cached_decoder import CachedDecoder
 from cadence.llm.commit_rule import deadline_threshold
 from cadence.llm.decoding import DecodingOptions, ReplyStats
 from cadence.llm.emission import CallReader, ReplyPiece, WordEmitter, last_pieces, spoken_part
+from cadence.llm.result_slots import ResultRow, SlotFiller
 
 
 class BlockDiffusionDecoder(CachedDecoder):
@@ -34,16 +35,23 @@ class BlockDiffusionDecoder(CachedDecoder):
 
     @torch.inference_mode()
     def decode(
-        self, prompt: list[int], stats: ReplyStats | None = None, *, calls: bool = False
+        self,
+        prompt: list[int],
+        stats: ReplyStats | None = None,
+        *,
+        calls: bool = False,
+        result: ResultRow | None = None,
     ) -> Iterator[ReplyPiece]:
         """Pieces of the reply to ``prompt`` (from :meth:`DialogueFormat.prompt`); with
-        ``calls``, the reply may end in tool calls (a model that knows tools)."""
+        ``calls``, the reply may end in tool calls (a model that knows tools), and its
+        result slots are filled from ``result`` (:meth:`DialogueFormat.latest_result`)."""
         stats = stats if stats is not None else ReplyStats()
         stats.start_ms = self.clock.now_ms()
         self.allow_calls(calls)
         special = self.format.tokenizer.special
         block_size = self.model.config.block_size
-        emitter = WordEmitter(self.format.tokenizer, self.clock)
+        filler = SlotFiller(self.format.tokenizer, result or {})
+        emitter = WordEmitter(filler, self.clock)
         pending = self.cache.reuse(prompt[:-1])
         stats.prefilled_tokens = len(pending)
         reply: list[int] = []
@@ -93,6 +101,7 @@ class BlockDiffusionDecoder(CachedDecoder):
             emitter, stats, reply, self._ends, self.options.max_reply_tokens, self.clock,
             self.call_reader,
         )  # fmt: skip
+        stats.unfilled_slots = tuple(sorted(filler.unfilled))
 
     def step(
         self,

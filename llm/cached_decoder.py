@@ -40,7 +40,7 @@ class CachedDecoder:
         self._ends = (special.end_of_turn, special.pad)
         self._end_ids = torch.tensor(self._ends, device=self.device)
         self._never = never_in_reply(special).to(self.device)
-        self.call_reader = CallReader(fmt.tokenizer, special.call)
+        self.call_reader = CallReader(special.call)
         """Reads the calls a reply ends with; numbers them across the conversation."""
 
     def allow_calls(self, allowed: bool) -> None:

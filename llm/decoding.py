@@ -38,6 +38,9 @@ class ReplyStats:
     end_ms: float = 0.0
     tool_calls: tuple[ToolCall, ...] = ()
     """The calls the reply ended with (a model that knows tools)."""
+    unfilled_slots: tuple[str, ...] = ()
+    """Result slots the reply named that the latest result could not fill (dropped from the
+    text; ``llm/result_slots.py``)."""
 
 
 def never_in_reply(special: SpecialIds) -> torch.Tensor:

@@ -8,8 +8,10 @@ A reply starts with the given ``<agent>`` token in the first position of its fir
 A model whose tokenizer has the tool tokens (``DialogueTokenizer.knows_tools``) also reads and
 writes tools: an agent turn that calls one is ``<agent> words <call> method key: value… <eot>``
 (the words, if any, are spoken before the call), and the result is a turn of its own,
-``<result> N results: key: value… <eot>`` (``llm/tool_text.py``). A model without them reads
-only what was said (``spoken_turns``).
+``<result> N results: key: value… <eot>`` (``llm/tool_text.py``). Where an agent turn, words
+or call, repeats a field of the latest result, it holds the field's slot instead
+(``llm/result_slots.py``): the model is trained to write slots, and reads its past turns with
+them. A model without the tool tokens reads only what was said (``spoken_turns``).
 """
 
 from __future__ import annotations
@@ -22,6 +24,7 @@ from enum import IntEnum
 from typing import Any
 
 from cadence.llm.dialogue import ToolCall, Turn, spoken_turns
+from cadence.llm.result_slots import ResultRow, latest_rows, result_row, with_slots
 from cadence.llm.tokenizer import DialogueTokenizer
 from cadence.llm.tool_text import call_text, result_text
 
@@ -53,9 +56,12 @@ class DialogueFormat:
         self.block_size = block_size
         self.max_turn_tokens = max_turn_tokens
 
-    def encode_turn(self, turn: Turn, call: ToolCall | None = None) -> list[int]:
+    def encode_turn(
+        self, turn: Turn, call: ToolCall | None = None, row: ResultRow | None = None
+    ) -> list[int]:
         """``<speaker> text <eot> <pad>…``; text beyond ``max_turn_tokens`` is cut. A tool
-        turn is read knowing the ``call`` it answers (its arguments need not be repeated)."""
+        turn is read knowing the ``call`` it answers (its arguments need not be repeated);
+        an agent turn after a result holds slots for the values of its ``row``."""
         special = self.tokenizer.special
         body: list[int]
         if turn.speaker == "tool":
@@ -64,12 +70,17 @@ class DialogueFormat:
             known = _arguments(call.arguments) if call is not None else {}
             body = [special.result, *self.tokenizer.encode(result_text(turn.text, known))]
         else:
-            speaker = special.agent if turn.speaker == "agent" else special.user
-            body = [speaker, *self.tokenizer.encode(turn.text)] if turn.text else [speaker]
+            agent = turn.speaker == "agent"
+            text = with_slots(turn.text, row) if agent and row else turn.text
+            body = [special.agent if agent else special.user, *self.tokenizer.encode(text)]
             for tool_call in turn.tool_calls:
                 if special.call is None:
                     raise ValueError("this model's tokenizer has no tool tokens: it calls none")
-                text = call_text(tool_call.name, _arguments(tool_call.arguments))
+                arguments = {
+                    key: with_slots(str(value), row) if row else value
+                    for key, value in _arguments(tool_call.arguments).items()
+                }
+                text = call_text(tool_call.name, arguments)
                 body += [special.call, *self.tokenizer.encode(text)]
         ids = [*body[: self.max_turn_tokens - 1], special.end_of_turn]
         return ids + [special.pad] * (-len(ids) % self.block_size)
@@ -77,10 +88,29 @@ class DialogueFormat:
     def encode_turns(
         self, turns: Sequence[Turn], history: Sequence[Turn] | None = None
     ) -> list[list[int]]:
-        """Each turn encoded, every tool turn with the call it answers (looked up in
-        ``history``, the whole conversation ``turns`` are the end of, if given)."""
-        calls = {call.id: call for turn in history or turns for call in turn.tool_calls}
-        return [self.encode_turn(turn, calls.get(turn.tool_call_id or "")) for turn in turns]
+        """Each turn encoded, every tool turn with the call it answers and every agent turn
+        with the latest result before it (both looked up in ``history``, the whole
+        conversation ``turns`` are the end of, if given)."""
+        history = history if history is not None else turns
+        if list(history[len(history) - len(turns) :]) != list(turns):
+            raise ValueError("the turns to encode must be the end of the history")
+        calls = {call.id: call for turn in history for call in turn.tool_calls}
+        rows = (
+            latest_rows(history)[len(history) - len(turns) :]
+            if self.tokenizer.knows_tools
+            else [{}] * len(turns)
+        )
+        return [
+            self.encode_turn(turn, calls.get(turn.tool_call_id or ""), row)
+            for turn, row in zip(turns, rows, strict=True)
+        ]
+
+    def latest_result(self, history: Sequence[Turn]) -> dict[str, str]:
+        """The row a reply to ``history`` fills its slots from: the latest tool result's
+        (``{}`` if there is none, or the model knows no tools)."""
+        if not self.tokenizer.knows_tools:
+            return {}
+        return next((result_row(t.text) for t in reversed(history) if t.speaker == "tool"), {})
 
     def visible(self, history: Sequence[Turn]) -> list[Turn]:
         """The turns this model reads: all of them if it knows tools, else what was said."""

@@ -53,14 +53,15 @@ class CallReader:
     as the tool API's ``ToolCall``s with JSON arguments; ids are numbered per reader (one per
     conversation), so they pair calls with results across its turns."""
 
-    def __init__(self, tokenizer: TextDecoder, call: int | None) -> None:
-        self._tokenizer = tokenizer
+    def __init__(self, call: int | None) -> None:
         self.call = call
         """The ``<call>`` id (``None``: the model knows no tools)."""
         self._count = 0
 
-    def calls(self, tokens: Sequence[int]) -> tuple[ToolCall, ...]:
-        """The calls in ``tokens``; raises ``ToolTextError`` naming what does not parse."""
+    def calls(self, tokens: Sequence[int], text: TextDecoder) -> tuple[ToolCall, ...]:
+        """The calls in ``tokens``, decoded by ``text`` (the reply's, so that a call fills
+        its result slots as the words do); raises ``ToolTextError`` naming what does not
+        parse."""
         if self.call is None or self.call not in tokens:
             return ()
         segments: list[list[int]] = []
@@ -71,15 +72,16 @@ class CallReader:
                 segments[-1].append(token)
         calls: list[ToolCall] = []
         for segment in segments:
-            name, arguments = parse_call(self._tokenizer.decode(segment))
+            name, arguments = parse_call(text.decode(segment))
             self._count += 1
             calls.append(ToolCall(f"call_{self._count}", name, json.dumps(arguments)))
         return tuple(calls)
 
 
 class WordEmitter:
-    def __init__(self, tokenizer: TextDecoder, clock: Clock) -> None:
-        self._tokenizer = tokenizer
+    def __init__(self, text: TextDecoder, clock: Clock) -> None:
+        self.text_decoder = text
+        """Turns the reply's tokens into its text (a tokenizer, or a ``SlotFiller`` over one)."""
         self._clock = clock
         self._emitted = 0
         self.text = ""
@@ -88,7 +90,7 @@ class WordEmitter:
     def update(self, committed: Sequence[int]) -> ReplyPiece | None:
         """A piece with the complete words of ``committed`` (the reply's contiguous committed
         text tokens) not emitted yet, or ``None``."""
-        text = self._tokenizer.decode(committed)
+        text = self.text_decoder.decode(committed)
         boundary = text.rfind(" ")
         if boundary <= self._emitted:
             return None
@@ -96,7 +98,7 @@ class WordEmitter:
 
     def finish(self, final: Sequence[int]) -> ReplyPiece | None:
         """The remainder of the finished reply ``final``, or ``None`` if nothing is left."""
-        text = self._tokenizer.decode(final)
+        text = self.text_decoder.decode(final)
         return self._emit(text) if len(text) > self._emitted else None
 
     def _emit(self, text: str) -> ReplyPiece:
@@ -115,7 +117,7 @@ def last_pieces(
     tokens = stats.token_ids
     last = emitter.finish(spoken_part(tokens, calls.call if calls else None))
     try:
-        stats.tool_calls = calls.calls(tokens) if calls else ()
+        stats.tool_calls = calls.calls(tokens, emitter.text_decoder) if calls else ()
     except ToolTextError as exc:
         last = ReplyPiece(last.text if last else "", clock.now_ms(), error=str(exc))
     if stats.tool_calls:

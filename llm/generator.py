@@ -24,6 +24,7 @@ from cadence.llm.dialogue import Turn
 from cadence.llm.emission import ReplyPiece
 from cadence.llm.graphed_decoder import GraphedBlockDiffusionDecoder
 from cadence.llm.options import LLMOptions
+from cadence.llm.result_slots import ResultRow
 from cadence.llm.tools import ToolChoice, ToolSpec
 
 
@@ -53,7 +54,12 @@ class _Decoder(Protocol):
     def prefill(self, context: list[int]) -> None: ...
 
     def decode(
-        self, prompt: list[int], stats: ReplyStats | None = None, *, calls: bool = False
+        self,
+        prompt: list[int],
+        stats: ReplyStats | None = None,
+        *,
+        calls: bool = False,
+        result: ResultRow | None = None,
     ) -> Iterator[ReplyPiece]: ...
 
 
@@ -62,6 +68,10 @@ class PromptFormat(Protocol):
 
     def visible(self, history: Sequence[Turn]) -> list[Turn]:
         """The turns of ``history`` the model reads (tool turns only if it knows tools)."""
+        ...
+
+    def latest_result(self, history: Sequence[Turn]) -> dict[str, str]:
+        """The result row a reply to ``history`` fills its slots from (``{}``: none)."""
         ...
 
     def prompt(
@@ -145,7 +155,8 @@ class DecoderTurnGenerator:
         async with self._lock:
             stats = ReplyStats()
             self.last_stats = stats
-            pieces = self._decoder.decode(prompt, stats, calls=calls)
+            result = self._format.latest_result(history)
+            pieces = self._decoder.decode(prompt, stats, calls=calls, result=result)
             while (piece := await _next_in_thread(pieces)) is not None:
                 yield piece
 

@@ -24,6 +24,7 @@ from cadence.llm.generator import (
     AutoregressiveTurnGenerator,
     GeneratorOptions,
 )
+from cadence.llm.result_slots import SlotFiller, latest_rows, with_slots
 from cadence.llm.tool_text import ToolTextError, call_text, parse_call, result_text
 from cadence.llm.tools import ToolSpec
 from cadence.pipeline.config import ToolsConfig
@@ -147,12 +148,80 @@ def test_a_call_that_does_not_parse_ends_the_reply_with_an_error() -> None:
     clock = VirtualClock()
     words = tokenizer.encode("Let me check.")
     stats = ReplyStats(token_ids=[*words, call, *tokenizer.encode("not a call at all")])
-    [piece] = last_pieces(WordEmitter(tokenizer, clock), stats, CallReader(tokenizer, call), clock)
+    [piece] = last_pieces(WordEmitter(tokenizer, clock), stats, CallReader(call), clock)
     assert piece.text == "Let me check."
     assert not piece.tool_calls
     assert piece.error is not None
     assert "not 'key: value'" in piece.error
     assert stats.text == "Let me check."
+
+
+# ---------------------------------------------------------------------------- result slots
+
+
+def _agent_turns_after_results() -> list[tuple[str, dict[str, str]]]:
+    """Every spoken agent turn of the sample that follows a result, with that result's row."""
+    found = []
+    for dialogue in read_dialogues(SAMPLE):
+        for turn, row in zip(dialogue.turns, latest_rows(dialogue.turns), strict=True):
+            if turn.speaker == "agent" and turn.text and row:
+                found.append((turn.text, row))
+    return found
+
+
+def test_slots_filled_from_the_result_give_back_the_corpus_reply() -> None:
+    turns = _agent_turns_after_results()
+    slotted = [with_slots(text, row) for text, row in turns]
+    assert sum("[" in text for text in slotted) > len(turns) // 2  # most replies say a field
+    tokenizer = llm_tiny.tokenizer()
+    for (text, row), with_slot in zip(turns, slotted, strict=True):
+        filler = SlotFiller(tokenizer, row)
+        assert filler.decode(tokenizer.encode(with_slot)).lower() == text.lower()
+        assert not filler.unfilled
+
+
+def test_a_reply_is_emitted_with_its_slots_filled_a_whole_slot_at_a_time() -> None:
+    tokenizer = llm_tiny.tokenizer()
+    row = {"restaurant_name": "71 Saint Peter", "city": "San Jose"}
+    ids = tokenizer.encode("How about [restaurant name] in [city]? It is [rating] stars.")
+    filler = SlotFiller(tokenizer, row)
+    full = filler.decode(ids)
+    assert full == "How about 71 Saint Peter in San Jose? It is  stars."
+    assert filler.unfilled == {"[rating]"}  # a field the result lacks is dropped, and reported
+    emitter = WordEmitter(SlotFiller(tokenizer, row), VirtualClock())
+    pieces = [p.text for n in range(1, len(ids) + 1) if (p := emitter.update(ids[:n]))]
+    assert pieces[0] == "How"
+    assert not any("[" in piece or "]" in piece for piece in pieces)
+    assert full.startswith("".join(pieces))
+
+
+def test_agent_turns_after_a_result_are_read_and_written_with_slots() -> None:
+    fmt = DialogueFormat(llm_tiny.tokenizer().with_tool_tokens(), 4, max_turn_tokens=96)
+    rows = [{"restaurant_name": "Bazille", "city": "San Jose", "time": "19:00"}]
+    find = ToolCall("c1", "FindRestaurants", '{"city": "San Jose"}')
+    book = ToolCall("c2", "ReserveRestaurant", '{"restaurant_name": "Bazille", "time": "7 pm"}')
+    history = [
+        Turn("user", "Somewhere to eat in San Jose?"),
+        Turn("agent", "", tool_calls=(find,)),
+        Turn("tool", json.dumps({"n_results": 1, "results": rows}), tool_call_id="c1"),
+        Turn("agent", "Bazille is nice."),
+        Turn("user", "Book it for 7 pm."),
+        Turn("agent", "", tool_calls=(book,)),
+    ]
+    encoded = [fmt.tokenizer.decode(turn) for turn in fmt.encode_turns(history)]
+    assert encoded[0] == "Somewhere to eat in San Jose?"  # the caller's words stay
+    assert encoded[3] == "[restaurant name] is nice."
+    assert encoded[5] == "ReserveRestaurant restaurant name: [restaurant name]; time: 7 pm"
+    # The prompt's tail is read the same way, with the result that came before it.
+    assert fmt.prompt(history, 3, 256)[:-1] == [
+        t for turn in fmt.encode_turns(history)[3:] for t in turn
+    ]
+    assert fmt.latest_result(history) == rows[0]
+    assert llm_tiny.dialogue_format().latest_result(history) == {}  # no tools, no slots
+    reader = CallReader(fmt.tokenizer.special.call)
+    call_ids = fmt.encode_turns(history)[5][1:-1]
+    [call] = reader.calls(call_ids, SlotFiller(fmt.tokenizer, rows[0]))
+    assert json.loads(call.arguments) == {"restaurant_name": "Bazille", "time": "7 pm"}
 
 
 # ----------------------------------------------------------------- a tiny model trained here
@@ -235,6 +304,17 @@ def test_a_trained_model_calls_the_tool_and_answers_from_its_result(trained: Loa
         words, calls = asyncio.run(_reply(generator, history, [FIND]))
         assert not calls
         assert words.startswith(name)
+    # It writes a slot, not the name it learned: given another row, it says that row's name.
+    assert "[restaurant name]" in trained.tokenizer.decode(generator.last_stats.token_ids)
+    history = [Turn("user", "Find me an American restaurant in San Jose.")]
+    _, calls = asyncio.run(_reply(generator, history, [FIND]))
+    rows = [{"restaurant_name": "Bird Dog", "city": "San Jose", "cuisine": "American"}]
+    history += [
+        Turn("agent", "", tool_calls=calls),
+        Turn("tool", json.dumps({"n_results": 3, "results": rows}), tool_call_id=calls[0].id),
+    ]
+    words, _ = asyncio.run(_reply(generator, history, [FIND]))
+    assert words == "Bird Dog is a good one in San Jose."
 
 
 def test_a_model_offered_no_tools_calls_none(trained: LoadedModel) -> None:

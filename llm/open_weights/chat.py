@@ -72,6 +72,10 @@ class ChatFormat:
         """The turns these models read: what was said (they are offered no tools)."""
         return spoken_turns(history)
 
+    def latest_result(self, history: Sequence[Turn]) -> dict[str, str]:
+        """``{}``: these models write no result slots (they read no results)."""
+        return {}
+
     def prompt(
         self, history: Sequence[Turn], history_turns: int, max_context_tokens: int
     ) -> list[int]:

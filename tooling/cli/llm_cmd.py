@@ -309,6 +309,7 @@ def eval_lm_command(
         ("called on call turns", "called_on_call_turns"),
         ("called instead of speaking", "called_instead_of_speaking"),
         ("replies with invented entities", "replies_with_hallucinated_entities"),
+        ("replies with unfilled slots", "replies_with_unfilled_slots"),
     ):
         values = [r.tools[key] for r in reports]
         table.add_row(label, *("—" if v is None else f"{v:.1%}" for v in values))

@@ -29,6 +29,7 @@ from cadence.llm.checkpoint import LoadedModel
 from cadence.llm.decoding import ReplyStats
 from cadence.llm.dialogue import Turn
 from cadence.llm.generator import GeneratorOptions
+from cadence.llm.result_slots import ResultRow
 from cadence.tooling.training.corpus import Dialogue
 from cadence.tooling.training.in_lane import behaves, lane_kind
 from cadence.tooling.training.objectives import collate
@@ -121,19 +122,24 @@ def evaluate_backend(
     def prompt(history: Sequence[Turn]) -> list[int]:
         return loaded.format.prompt(history, options.history_turns, options.max_context_tokens)
 
-    _generate(_decoder(loaded, options, clock), prompt(dialogues[0].turns[:1]), calls)  # warm-up
+    _generate(
+        _decoder(loaded, options, clock), prompt(dialogues[0].turns[:1]), calls, {}
+    )  # warm-up
     for dialogue in dialogues:
         decoder = _decoder(loaded, options, clock)
         for index, turn in enumerate(dialogue.turns):
             if turn.speaker != "agent" or (turn.tool_calls and not calls):
                 continue
             history = dialogue.turns[:index]
-            stats = _generate(decoder, prompt(history), calls)
+            result = loaded.format.latest_result(history)
+            stats = _generate(decoder, prompt(history), calls, result)
             stats_list.append(stats)
             if turn.tool_calls:
                 tally.add_call_turn(stats.tool_calls, turn.tool_calls[0])
             else:
-                tally.add_spoken_turn(stats.text, stats.tool_calls, history, lexicon)
+                tally.add_spoken_turn(
+                    stats.text, stats.tool_calls, history, lexicon, stats.unfilled_slots
+                )
                 if (kind := lane_kind(turn.text)) is not None:
                     lane.setdefault(kind, []).append(behaves(stats.text, kind))
                 hypotheses.append(stats.text)
@@ -189,10 +195,13 @@ def _decoder(
 
 
 def _generate(
-    decoder: BlockDiffusionDecoder | AutoregressiveDecoder, prompt: list[int], calls: bool
+    decoder: BlockDiffusionDecoder | AutoregressiveDecoder,
+    prompt: list[int],
+    calls: bool,
+    result: ResultRow,
 ) -> ReplyStats:
     stats = ReplyStats()
-    for _ in decoder.decode(prompt, stats, calls=calls):
+    for _ in decoder.decode(prompt, stats, calls=calls, result=result):
         pass
     return stats
 

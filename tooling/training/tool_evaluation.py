@@ -115,6 +115,8 @@ class ToolUseTally:
     called_instead_of_speaking: int = 0
     hallucinating_replies: int = 0
     """Spoken replies naming an entity found neither in the conversation nor in its results."""
+    unfilled_replies: int = 0
+    """Spoken replies with a result slot the latest result could not fill (dropped)."""
     misses: list[dict[str, str]] = field(default_factory=list)
     hallucinations: list[dict[str, str]] = field(default_factory=list)
 
@@ -136,11 +138,13 @@ class ToolUseTally:
         made: Sequence[ToolCall],
         history: Sequence[Turn],
         lexicon: frozenset[str],
+        unfilled: Sequence[str] = (),
     ) -> None:
         self.spoken_turns += 1
         if made:
             self.called_instead_of_speaking += 1
             return
+        self.unfilled_replies += bool(unfilled)
         invented = hallucinated_entities(reply, history, lexicon)
         if invented:
             self.hallucinating_replies += 1
@@ -160,6 +164,7 @@ class ToolUseTally:
             "spoken_turns": self.spoken_turns,
             "called_instead_of_speaking": share(self.called_instead_of_speaking, self.spoken_turns),
             "replies_with_hallucinated_entities": share(self.hallucinating_replies, replies),
+            "replies_with_unfilled_slots": share(self.unfilled_replies, replies),
         }
 
 
