@@ -407,6 +407,9 @@ def test_a_booking_confirms_with_the_details_of_what_it_names(tmp_path: Path) ->
     made_up = reserve.validate('{"restaurant_name": "Bi", "city": "San Jose", "time": "19:00"}')
     refused = json.loads(asyncio.run(reserve.call(made_up, None)))  # type: ignore[arg-type]
     assert refused == {"n_results": 0, "results": []}
+    nameless = reserve.validate('{"restaurant_name": " ", "city": "San Jose", "time": "19:00"}')
+    refused = json.loads(asyncio.run(reserve.call(nameless, None)))  # type: ignore[arg-type]
+    assert refused == {"n_results": 0, "results": []}
 
 
 def test_the_configuration_names_the_services_offered() -> None:

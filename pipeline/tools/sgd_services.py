@@ -125,8 +125,11 @@ class SGDCatalogue:
         """The confirmation of a transaction: the arguments, with the details of the entity
         they name taken from the row of the service that agrees with the most of them. A
         transaction that names something (``restaurant_name``, ``event_name``…) the
-        catalogue does not have fails as the corpus's services did: no rows."""
-        given = {k: v for k, v in arguments.items() if v}
+        catalogue does not have fails as the corpus's services did: no rows; so does one
+        that leaves a required argument empty (a model's slot its context could not fill)."""
+        given = {k: v for k, v in arguments.items() if v.strip()}
+        if any(slot not in given for slot in method.required):
+            return {"n_results": 0, "results": []}
         entity: dict[str, str] = {}
         agreeing = 0  # the row that agrees with the most arguments wins
         for key, rows in self.rows.items():
