@@ -24,7 +24,7 @@ from enum import IntEnum
 from typing import Any
 
 from cadence.llm.dialogue import ToolCall, Turn, spoken_turns
-from cadence.llm.result_slots import ResultRow, latest_rows, result_row, with_slots
+from cadence.llm.result_slots import SlotRows, latest_rows, result_row, with_slots
 from cadence.llm.tokenizer import DialogueTokenizer
 from cadence.llm.tool_text import call_text, result_text
 
@@ -57,11 +57,11 @@ class DialogueFormat:
         self.max_turn_tokens = max_turn_tokens
 
     def encode_turn(
-        self, turn: Turn, call: ToolCall | None = None, row: ResultRow | None = None
+        self, turn: Turn, call: ToolCall | None = None, rows: SlotRows | None = None
     ) -> list[int]:
         """``<speaker> text <eot> <pad>…``; text beyond ``max_turn_tokens`` is cut. A tool
         turn is read knowing the ``call`` it answers (its arguments need not be repeated);
-        an agent turn after a result holds slots for the values of its ``row``."""
+        an agent turn after a result holds slots for the values of its ``rows``."""
         special = self.tokenizer.special
         body: list[int]
         if turn.speaker == "tool":
@@ -71,13 +71,13 @@ class DialogueFormat:
             body = [special.result, *self.tokenizer.encode(result_text(turn.text, known))]
         else:
             agent = turn.speaker == "agent"
-            text = with_slots(turn.text, row) if agent and row else turn.text
+            text = with_slots(turn.text, rows.words) if agent and rows else turn.text
             body = [special.agent if agent else special.user, *self.tokenizer.encode(text)]
             for tool_call in turn.tool_calls:
                 if special.call is None:
                     raise ValueError("this model's tokenizer has no tool tokens: it calls none")
                 arguments = {
-                    key: with_slots(str(value), row) if row else value
+                    key: with_slots(str(value), rows.calls) if rows else value
                     for key, value in _arguments(tool_call.arguments).items()
                 }
                 text = call_text(tool_call.name, arguments)
@@ -95,11 +95,9 @@ class DialogueFormat:
         if list(history[len(history) - len(turns) :]) != list(turns):
             raise ValueError("the turns to encode must be the end of the history")
         calls = {call.id: call for turn in history for call in turn.tool_calls}
-        rows = (
-            latest_rows(history)[len(history) - len(turns) :]
-            if self.tokenizer.knows_tools
-            else [{}] * len(turns)
-        )
+        rows: list[SlotRows | None] = [None] * len(turns)
+        if self.tokenizer.knows_tools:
+            rows = list(latest_rows(history)[len(history) - len(turns) :])
         return [
             self.encode_turn(turn, calls.get(turn.tool_call_id or ""), row)
             for turn, row in zip(turns, rows, strict=True)

@@ -18,6 +18,7 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Mapping, Sequence
+from typing import NamedTuple
 
 from cadence.llm.dialogue import Turn
 from cadence.llm.emission import TextDecoder
@@ -50,15 +51,30 @@ def result_row(text: str) -> dict[str, str]:
     }
 
 
-def latest_rows(history: Sequence[Turn]) -> list[dict[str, str]]:
-    """For each turn of ``history``, the row of the latest tool result before it (``{}``
-    before the first)."""
-    rows: list[dict[str, str]] = []
+class SlotRows(NamedTuple):
+    """What an agent turn's slots are filled from (``{}``: no slots)."""
+
+    words: ResultRow
+    """For its words: the latest result's row."""
+    calls: ResultRow
+    """For its calls' arguments: the fields of that row the caller has not said. A value the
+    caller gave stays in the call as the caller's words, the model's to copy, as it must in
+    a first call, before any result."""
+
+
+def latest_rows(history: Sequence[Turn]) -> list[SlotRows]:
+    """For each turn of ``history``, the slot rows of the latest tool result before it
+    (empty before the first)."""
+    rows: list[SlotRows] = []
     row: dict[str, str] = {}
+    said: list[str] = []
     for turn in history:
-        rows.append(row)
+        unsaid = {k: v for k, v in row.items() if not _found(v, " ".join(said))}
+        rows.append(SlotRows(row, unsaid))
         if turn.speaker == "tool":
             row = result_row(turn.text)
+        elif turn.speaker == "user":
+            said.append(turn.text)
     return rows
 
 
@@ -73,9 +89,19 @@ def with_slots(text: str, row: ResultRow) -> str:
     if not values or not text:
         return text
     by_value = {value.lower(): key for value, key in values.items()}
-    pattern = "|".join(re.escape(value) for value in sorted(values, key=len, reverse=True))
-    found = re.compile(rf"(?<!\w)(?:{pattern})(?!\w)", re.IGNORECASE)
-    return found.sub(lambda match: slot(by_value[match.group(0).lower()]), text)
+    return _words(*sorted(values, key=len, reverse=True)).sub(
+        lambda match: slot(by_value[match.group(0).lower()]), text
+    )
+
+
+def _words(*values: str) -> re.Pattern[str]:
+    """Any of ``values`` as whole words, any case."""
+    pattern = "|".join(re.escape(value) for value in values)
+    return re.compile(rf"(?<!\w)(?:{pattern})(?!\w)", re.IGNORECASE)
+
+
+def _found(value: str, text: str) -> bool:
+    return bool(value.strip()) and _words(value.strip()).search(text) is not None
 
 
 def slot(key: str) -> str:

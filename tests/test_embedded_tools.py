@@ -166,9 +166,9 @@ def _agent_turns_after_results() -> list[tuple[str, dict[str, str]]]:
     """Every spoken agent turn of the sample that follows a result, with that result's row."""
     found = []
     for dialogue in read_dialogues(SAMPLE):
-        for turn, row in zip(dialogue.turns, latest_rows(dialogue.turns), strict=True):
-            if turn.speaker == "agent" and turn.text and row:
-                found.append((turn.text, row))
+        for turn, rows in zip(dialogue.turns, latest_rows(dialogue.turns), strict=True):
+            if turn.speaker == "agent" and turn.text and rows.words:
+                found.append((turn.text, dict(rows.words)))
     return found
 
 
@@ -202,7 +202,11 @@ def test_agent_turns_after_a_result_are_read_and_written_with_slots() -> None:
     fmt = DialogueFormat(llm_tiny.tokenizer().with_tool_tokens(), 4, max_turn_tokens=96)
     rows = [{"restaurant_name": "Bazille", "city": "San Jose", "time": "19:00"}]
     find = ToolCall("c1", "FindRestaurants", '{"city": "San Jose"}')
-    book = ToolCall("c2", "ReserveRestaurant", '{"restaurant_name": "Bazille", "time": "7 pm"}')
+    book = ToolCall(
+        "c2",
+        "ReserveRestaurant",
+        '{"restaurant_name": "Bazille", "city": "San Jose", "time": "7 pm"}',
+    )
     history = [
         Turn("user", "Somewhere to eat in San Jose?"),
         Turn("agent", "", tool_calls=(find,)),
@@ -214,7 +218,10 @@ def test_agent_turns_after_a_result_are_read_and_written_with_slots() -> None:
     encoded = [fmt.tokenizer.decode(turn) for turn in fmt.encode_turns(history)]
     assert encoded[0] == "Somewhere to eat in San Jose?"  # the caller's words stay
     assert encoded[3] == "[restaurant name] is nice."
-    assert encoded[5] == "ReserveRestaurant restaurant name: [restaurant name]; time: 7 pm"
+    # The call refers to the result for the name, and copies the city the caller said.
+    assert encoded[5] == (
+        "ReserveRestaurant restaurant name: [restaurant name]; city: San Jose; time: 7 pm"
+    )
     # The prompt's tail is read the same way, with the result that came before it.
     assert fmt.prompt(history, 3, 256)[:-1] == [
         t for turn in fmt.encode_turns(history)[3:] for t in turn
@@ -224,7 +231,7 @@ def test_agent_turns_after_a_result_are_read_and_written_with_slots() -> None:
     reader = CallReader(fmt.tokenizer.special.call)
     call_ids = fmt.encode_turns(history)[5][1:-1]
     [call] = reader.calls(call_ids, SlotFiller(fmt.tokenizer, rows[0]))
-    assert json.loads(call.arguments) == {"restaurant_name": "Bazille", "time": "7 pm"}
+    assert json.loads(call.arguments) == json.loads(book.arguments)
 
 
 # ----------------------------------------------------------------- a tiny model trained here
