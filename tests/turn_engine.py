@@ -52,8 +52,10 @@ class Seen:
     def of(self, kind: type[F]) -> list[F]:
         return [f for f in self.frames if isinstance(f, kind)]
 
-    def spoken(self) -> str:
-        return "".join(piece.text for piece in self.of(TextPieceFrame))
+    def spoken(self, reply_index: int | None = None) -> str:
+        """The words handed to TTS: of one reply, or of all."""
+        pieces = self.of(TextPieceFrame)
+        return "".join(p.text for p in pieces if reply_index in (None, p.reply_index))
 
     async def until(self, done: Callable[[], bool]) -> None:
         async with asyncio.timeout(WAIT_S):
@@ -84,7 +86,7 @@ class Engine:
 
     def hear(self, reply_index: int = 0) -> None:
         """The caller hears all of the reply's words so far."""
-        self.ledger.phrase(reply_index, self.seen.spoken(), 0.0, 1000.0)
+        self.ledger.phrase(reply_index, self.seen.spoken(reply_index), 0.0, 1000.0)
         self.ledger.played(reply_index, 1000.0)
 
 
