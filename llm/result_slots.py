@@ -27,7 +27,7 @@ ResultRow = Mapping[str, str]
 """A result's fields by key, every value as text."""
 
 _SLOT = re.compile(r"\[([a-z0-9]+(?: [a-z0-9]+)*)\]")
-_UNSAYABLE = frozenset({"true", "false", "none", "null", ""})
+_UNSAYABLE = frozenset({"true", "false", "none", "null"})
 """Field values never turned into slots: flags, not words a reply says."""
 
 
@@ -90,7 +90,7 @@ def with_slots(text: str, row: ResultRow) -> str:
         return text
     by_value = {value.lower(): key for value, key in values.items()}
     return _words(*sorted(values, key=len, reverse=True)).sub(
-        lambda match: slot(by_value[match.group(0).lower()]), text
+        lambda match: _slot(by_value[match.group(0).lower()]), text
     )
 
 
@@ -104,7 +104,7 @@ def _found(value: str, text: str) -> bool:
     return bool(value.strip()) and _words(value.strip()).search(text) is not None
 
 
-def slot(key: str) -> str:
+def _slot(key: str) -> str:
     """How a field's slot is written: its key's words in brackets."""
     return "[" + " ".join(key.lower().split("_")) + "]"
 
