@@ -13,9 +13,8 @@ from pathlib import Path
 import llm_tiny
 import pytest
 import torch
-from turn_engine import engine_of
 
-from cadence.core.clock import MonotonicClock, VirtualClock
+from cadence.core.clock import VirtualClock
 from cadence.llm.checkpoint import LoadedModel, load_model
 from cadence.llm.decoding import ReplyStats
 from cadence.llm.dialogue import ToolCall, Turn
@@ -23,14 +22,12 @@ from cadence.llm.dialogue_format import DialogueFormat
 from cadence.llm.emission import CallReader, WordEmitter, last_pieces
 from cadence.llm.generator import (
     AutoregressiveTurnGenerator,
-    DiffusionTurnGenerator,
     GeneratorOptions,
 )
 from cadence.llm.result_slots import SlotFiller, latest_rows, with_slots
 from cadence.llm.tool_text import ToolTextError, call_text, parse_call, result_text
 from cadence.llm.tools import ToolSpec
 from cadence.pipeline.config import ToolsConfig
-from cadence.pipeline.config.loader import load_config
 from cadence.pipeline.tools import BUILTIN_TOOLS, ToolSelectionError, offered_tools
 from cadence.pipeline.tools.sgd_services import SGDCatalogue, packaged_catalogue, sgd_service_tools
 from cadence.tooling.training.corpus import read_dialogues
@@ -516,46 +513,3 @@ def test_eval_lm_measures_a_model_without_tools_on_the_tool_corpus() -> None:
     assert report.tools["call_turns"] == 0
     spoken = sum(t.speaker == "agent" and not t.tool_calls for d in dialogues for t in d.turns)
     assert report.replies == report.tools["spoken_turns"] == spoken
-
-
-# ------------------------------------------------- the demo agent, as `make demo` configures it
-
-DEMO_CONFIG = Path(__file__).parents[1] / "configs" / "sgd-services.yaml"
-DEMO_CALLER = (
-    "I'm looking for an American restaurant in San Jose.",
-    "That sounds good. I'd like to book a table there at 7 pm.",
-    "Yes, that's right.",
-)
-
-
-async def test_the_demo_agent_finds_a_restaurant_and_books_it_with_names_from_the_results() -> None:
-    """The demo configuration's model and offline services, spoken to in text through the
-    real turn engine. The decoder gets a clock of its own that never moves, so no deadline
-    forces a commit: the replies are the model's, however loaded the machine is."""
-    config = load_config(DEMO_CONFIG)
-    generator = DiffusionTurnGenerator(
-        load_model(config.models.llm.checkpoint),
-        GeneratorOptions.from_options(config.models.llm),
-        VirtualClock(),
-    )
-    tools = offered_tools([], config.tools)
-    engine = engine_of(generator, tools, MonotonicClock(), tools_config=config.tools)
-    await engine.pipeline.start()
-    try:
-        for index, said in enumerate(DEMO_CALLER):
-            await engine.says(said)
-            await engine.reply_ends(index + 1)
-            engine.hear(index)
-    finally:
-        await engine.pipeline.cancel("test over")
-    history = engine.stage.history
-    calls = {call.name: (call, i) for i, t in enumerate(history) for call in t.tool_calls}
-    find, at = calls["FindRestaurants"]
-    assert json.loads(find.arguments)["city"].lower() == "san jose"
-    [result] = [t for t in history if t.tool_call_id == find.id]
-    names = {row["restaurant_name"] for row in json.loads(result.text)["results"]}
-    assert names
-    spoken = " ".join(t.text for t in history[at:] if t.speaker == "agent")
-    assert any(name in spoken for name in names)
-    reserve, _ = calls["ReserveRestaurant"]
-    assert json.loads(reserve.arguments)["restaurant_name"] in names
