@@ -14,6 +14,13 @@ class TwilioPhone(TwilioEmulator):
             DTMFMessage(stream_sid=self.stream_sid, dtmf=DTMF(digit=digit, track="inbound_track"))
         )
 
+    @property
+    def local_port(self) -> int:
+        """The port of this end of the connection: how the server's side knows it."""
+        assert self._ws is not None
+        port: int = self._ws.local_address[1]
+        return port
+
     async def send_raw(self, text: str | bytes) -> None:
         """Anything at all, as a misbehaving peer would send it."""
         assert self._ws is not None

@@ -3,14 +3,23 @@
 One registry per server (not the process-wide default), so that a test can run several
 servers in one process and read each one's figures. Stage latencies come from the finished
 turn traces: ``ServerMetrics`` is a trace sink every session of the server writes to.
+
+With several worker processes on one port (``server.workers``), a scrape reaches whichever
+worker the kernel picks, so each must answer for all of them: the pool sets
+``PROMETHEUS_MULTIPROC_DIR`` before it starts them, every worker's values go to files there
+(prometheus-client's multiprocess mode), and ``render`` reads them all — counters and
+histograms summed, ``cadence_sessions`` per worker (``pid`` label; ``sum`` for the server),
+``cadence_urgent_jobs`` summed over the live workers.
 """
 
 from __future__ import annotations
 
+import os
 from enum import StrEnum
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
 from prometheus_client.exposition import CONTENT_TYPE_LATEST
+from prometheus_client.multiprocess import MultiProcessCollector
 
 from cadence.core.priority import URGENT_WORK, UrgentWork
 from cadence.pipeline.tracing import (
@@ -26,6 +35,10 @@ CONTENT_TYPE = CONTENT_TYPE_LATEST
 
 LATENCY_BUCKETS_S = (0.05, 0.1, 0.15, 0.2, 0.25, 0.3, 0.4, 0.5, 0.6, 0.75, 1.0, 1.5, 2.0, 3.0, 5.0)
 """Dense around the 500 ms voice-to-voice budget and its stage shares."""
+
+MULTIPROCESS_DIR_ENV = "PROMETHEUS_MULTIPROC_DIR"
+"""prometheus-client's multiprocess mode: read when it is imported, so set before a worker
+process starts."""
 
 
 class ErrorKind(StrEnum):
@@ -47,6 +60,9 @@ class ErrorKind(StrEnum):
 
 class ServerMetrics:
     def __init__(self, urgent_work: UrgentWork = URGENT_WORK) -> None:
+        self.shared = MULTIPROCESS_DIR_ENV in os.environ
+        """Whether the figures are those of every worker process (see the module's doc)."""
+        self._urgent_work = urgent_work
         self.registry = CollectorRegistry()
         self.stage_latency = Histogram(
             "cadence_stage_latency_seconds",
@@ -60,15 +76,22 @@ class ServerMetrics:
             buckets=LATENCY_BUCKETS_S,
             registry=self.registry,
         )
-        self.sessions = Gauge("cadence_sessions", "Visitors connected now.", registry=self.registry)
+        self.sessions = Gauge(
+            "cadence_sessions",
+            "Calls in progress now (with several workers, each worker's: `pid` label).",
+            registry=self.registry,
+            multiprocess_mode="liveall",
+        )
         self.urgent_jobs = Gauge(
             "cadence_urgent_jobs",
             "Urgent jobs queued or running now, every call's: decodes that decide a turn, "
             "first pieces and first phrases (docs/cpu-budget.md). Rarely 0 means the cores "
             "are full: the rest of every reply is waiting for them.",
             registry=self.registry,
+            multiprocess_mode="livesum",
         )
-        self.urgent_jobs.set_function(lambda: urgent_work.count)
+        if not self.shared:  # the files are written by `sample`: a function is never read there
+            self.urgent_jobs.set_function(lambda: urgent_work.count)
         self.turns = Counter(
             "cadence_turns",
             "Finished turns by outcome (docs/trace-schema.md): answered, talked_over (the reply "
@@ -89,7 +112,17 @@ class ServerMetrics:
             self.turns.labels(outcome.value)
 
     def render(self) -> bytes:
-        return generate_latest(self.registry)
+        if not self.shared:
+            return generate_latest(self.registry)
+        self.sample()
+        every_worker = CollectorRegistry()
+        MultiProcessCollector(every_worker)  # type: ignore[no-untyped-call]  # unannotated
+        return generate_latest(every_worker)
+
+    def sample(self) -> None:
+        """Write this worker's gauges that are read, not set (shared figures only: a server
+        samples every second)."""
+        self.urgent_jobs.set(self._urgent_work.count)
 
     def write(self, turn: TurnTrace) -> None:
         """Record a finished turn (the trace-sink side: every session writes here)."""

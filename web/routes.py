@@ -1,5 +1,6 @@
 """The plain HTTP side of the server: the page, its static files, what the agent can talk
-about (``/page.json``, read by the page before any call), ``/healthz``, ``/metrics`` and the
+about (``/page.json``, read by the page before any call), ``/healthz`` (alive), ``/readyz``
+(takes a new call: 200, or 503 with the reason), ``/metrics`` and the
 routes each websocket transport declares beside its websocket (Twilio's TwiML webhook) — and
 the access checks of the websockets.
 
@@ -85,6 +86,7 @@ class Routes:
         access: AccessPolicy,
         metrics: ServerMetrics,
         health: Callable[[], dict[str, object]],
+        readiness: Callable[[], tuple[bool, dict[str, object]]],
         page: dict[str, object],
     ) -> None:
         """``websockets``: the check of each websocket the server routes, by its path;
@@ -95,6 +97,7 @@ class Routes:
         self._access = access
         self._metrics = metrics
         self._health = health
+        self._readiness = readiness
         self._page = json.dumps(page).encode()
 
     def respond(self, request: Request, peer: str = "?") -> Response | None:
@@ -118,6 +121,10 @@ class Routes:
         if path == "/healthz":
             body = json.dumps(self._health()).encode()
             return response(HTTPStatus.OK, body, "application/json")
+        if path == "/readyz":
+            ready, state = self._readiness()
+            status = HTTPStatus.OK if ready else HTTPStatus.SERVICE_UNAVAILABLE
+            return response(status, json.dumps(state).encode(), "application/json")
         if path == "/metrics":
             return response(HTTPStatus.OK, self._metrics.render(), METRICS_CONTENT_TYPE)
         return text_response(HTTPStatus.NOT_FOUND, f"not found: {path}")

@@ -312,7 +312,17 @@ class ServerConfig(Options):
     """HTTP port of the demo page, signaling, telephony websockets, health and metrics; 0 = a
     free port the system picks (printed at start)."""
     max_sessions: int = Field(8, ge=1)
-    """Sessions beyond this are refused rather than degrading every call."""
+    """Sessions beyond this are refused rather than degrading every call; with `workers`, a
+    limit of each worker (the server takes `workers × max_sessions` in all)."""
+    workers: int = Field(1, ge=1)
+    """Worker processes serving the one port (`cadence serve --workers`), each with its own
+    models and its share of the calls, the kernel spreading connections among them
+    (SO_REUSEPORT); one that dies is restarted. One per two cores (docs/deploy.md)."""
+    drain_timeout_s: float = Field(300.0, ge=0, allow_inf_nan=False)
+    """On SIGTERM the server stops taking calls (`/readyz` answers 503, newcomers are refused
+    as `draining`) and waits this long at most for the calls in progress to end before it
+    closes them and exits; an orchestrator's grace period must be longer (docs/deploy.md).
+    SIGINT (Ctrl-C) closes at once."""
     auth_token_env: str | None = None
     """Name of the environment variable holding a shared secret (at least 16 characters) that
     the signaling websocket and the Twilio one require — as `Authorization: Bearer …` or a

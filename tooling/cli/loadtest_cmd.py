@@ -1,5 +1,7 @@
 """``cadence loadtest``: many calls at once for minutes, through the real telephony endpoint;
 latency against load, refusals, errors, memory and open files over time, tasks left behind.
+``cadence bench-workers``: ``cadence serve --workers N`` from the callers' side — 1 against 2
+workers, a worker killed mid-call, a drain under load.
 
 Like ``serve``, it reaches up to ``web/`` (the server and the Twilio emulator) only when it
 runs.
@@ -48,12 +50,7 @@ def loadtest(
 
     if transport not in TRANSPORTS:
         raise typer.BadParameter(f"choose from {', '.join(TRANSPORTS)}", param_hint="--transport")
-    try:
-        levels = [int(level) for level in sessions.split(",") if level.strip()]
-    except ValueError:
-        raise typer.BadParameter("comma-separated numbers", param_hint="--sessions") from None
-    if not levels or min(levels) < 1:
-        raise typer.BadParameter("at least one level, each ≥ 1", param_hint="--sessions")
+    levels = _numbers(sessions, "--sessions")
     settings = load_config_or_exit(config)
     clips = [c for c in read_manifest(manifest) if c.telephone_path or not telephone]
     Console(stderr=True).print(
@@ -75,3 +72,42 @@ def loadtest(
         command=shlex.join(["cadence", *sys.argv[1:]]),
     )
     Console().print(text, markup=False, highlight=False)
+
+
+def bench_workers(
+    manifest: Path = typer.Option(
+        ..., "--manifest", "-m", help="Clips (JSON lines: id, file, text; `file_8k` preferred)."
+    ),
+    out: Path = typer.Option(..., "--out", "-o", help="Report directory (resumes what it holds)."),
+    workers: str = typer.Option("1,2", "--workers", help="Comma-separated worker counts."),
+    sessions: str = typer.Option("4,8", "--sessions", help="Comma-separated callers at once."),
+    minutes: float = typer.Option(1.5, "--minutes", min=0.2, help="Minutes per run."),
+    config: Path | None = CONFIG_OPTION,
+) -> None:
+    """1 against 2 workers at each load, a worker killed mid-call and a drain under load, each
+    on a fresh `cadence serve --workers N`; every call judged by what its caller heard."""
+    from cadence.tooling.bench.workers import bench_workers as run_bench
+    from cadence.tooling.bench.workers import render_markdown
+
+    counts = _numbers(workers, "--workers")
+    levels = _numbers(sessions, "--sessions")
+    if config is not None:
+        load_config_or_exit(config)  # a bad file fails here, not in every server started
+    clips = [c for c in read_manifest(manifest) if c.telephone_path]
+    report = run_bench(
+        clips, workers=counts, levels=levels, minutes=minutes, config=config, out=out
+    )
+    command = shlex.join(["cadence", *sys.argv[1:]])
+    text = render_markdown(report, command, machine_description())
+    (out / "workers.md").write_text(text)
+    Console().print(text, markup=False, highlight=False)
+
+
+def _numbers(text: str, option: str) -> list[int]:
+    try:
+        numbers = [int(part) for part in text.split(",") if part.strip()]
+    except ValueError:
+        raise typer.BadParameter("comma-separated numbers", param_hint=option) from None
+    if not numbers or min(numbers) < 1:
+        raise typer.BadParameter("at least one, each ≥ 1", param_hint=option)
+    return numbers

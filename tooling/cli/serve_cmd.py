@@ -24,6 +24,13 @@ def serve(
     config: Path | None = CONFIG_OPTION,
     host: str | None = typer.Option(None, "--host", help="Interface to bind (server.host)."),
     port: int | None = typer.Option(None, "--port", help="TCP port (server.port)."),
+    workers: int | None = typer.Option(
+        None,
+        "--workers",
+        min=1,
+        help="Worker processes on the one port, each with its own models and calls "
+        "(server.workers; one per two cores).",
+    ),
     audiosocket: str | None = typer.Option(
         None,
         "--audiosocket",
@@ -34,8 +41,10 @@ def serve(
 ) -> None:
     """Serve the browser demo: talk to the agent at the printed URL.
 
-    One port serves the page, WebRTC signaling (/ws), Twilio Media Streams (/twilio), /healthz
-    and /metrics (Prometheus); with --audiosocket, a second one takes Asterisk's calls.
+    One port serves the page, WebRTC signaling (/ws), Twilio Media Streams (/twilio), /healthz,
+    /readyz and /metrics (Prometheus); with --audiosocket, a second one takes Asterisk's calls.
+    SIGTERM drains (the calls in progress finish, server.drain_timeout_s at most); Ctrl-C
+    closes at once.
     """
     from cadence.web.access import AccessConfigError
     from cadence.web.server import serve_until_stopped
@@ -46,7 +55,8 @@ def serve(
             logging.getLogger(chatty).setLevel(logging.WARNING)
     settings = load_config_or_exit(config)
     err = Console(stderr=True, soft_wrap=True)
-    overrides = {k: v for k, v in (("host", host), ("port", port)) if v is not None}
+    options = (("host", host), ("port", port), ("workers", workers))
+    overrides = {k: v for k, v in options if v is not None}
     try:
         server = ServerConfig.model_validate(settings.server.model_dump() | overrides)
         telephony = settings.telephony
@@ -63,6 +73,11 @@ def serve(
         asterisk = f", AudioSocket on {telephony.audiosocket}" if telephony.audiosocket else ""
         typer.echo(f"Cadence demo at {url}{asterisk}  (Ctrl-C stops it)")
 
+    if server.workers > 1:
+        from cadence.web.workers import WorkerPool
+
+        # Each worker reports its own failure to start; the pool exits with 1 after it.
+        raise typer.Exit(WorkerPool(settings, ready).run())
     try:
         asyncio.run(serve_until_stopped(settings, ready))
     except (CheckpointError, AccessConfigError) as exc:

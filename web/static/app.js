@@ -562,7 +562,8 @@ function onServerEvent(call, event) {
       break;
     case "error":
       call.error = event;
-      setStatus(event.code === "busy" ? "refused" : "error", event.message);
+      // busy: the server is full; draining: it is shutting down, a restart will take calls.
+      setStatus(["busy", "draining"].includes(event.code) ? "refused" : "error", event.message);
       break;
     case "hangup": // the agent ended the call; the socket closes next, and endCall follows
       call.hungUp = event;

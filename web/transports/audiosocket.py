@@ -45,7 +45,7 @@ from cadence.web.serializers.audiosocket import (
     encode_frame,
     read_frame,
 )
-from cadence.web.transports.admission import Admission
+from cadence.web.transports.admission import Admission, Unavailable
 from cadence.web.transports.call import CLOSE_TIMEOUT_S, Call, CallContext
 
 logger = logging.getLogger(__name__)
@@ -253,9 +253,13 @@ class AudioSocketListener:
     """Accepts Asterisk's connections on one address and admits each call through
     ``admission``, whose session limit covers them with the calls of every other transport."""
 
-    def __init__(self, admission: Admission, host: str, port: int) -> None:
+    def __init__(
+        self, admission: Admission, host: str, port: int, *, reuse_port: bool = False
+    ) -> None:
+        """``reuse_port``: other processes (the server's workers) listen on the same port."""
         self._admission = admission
         self._address = (host, port)
+        self._reuse_port = reuse_port
         self.port: int | None = None
         """The port it listens on once started: the one the system chose, when asked for 0."""
         self._listener: asyncio.Server | None = None
@@ -263,7 +267,9 @@ class AudioSocketListener:
         """The task serving each connection, and its call once it was admitted."""
 
     async def start(self) -> None:
-        self._listener = await asyncio.start_server(self._accept, *self._address)
+        self._listener = await asyncio.start_server(
+            self._accept, *self._address, reuse_port=self._reuse_port
+        )
         self.port = self._listener.sockets[0].getsockname()[1]
 
     async def close(self) -> None:
@@ -324,8 +330,12 @@ class AudioSocketListener:
         elif call_id in admission.calls:
             reason = f"protocol error: {call_id} is connected already"
             await self._turn_away(reader, writer, name, reason, ErrorKind.TELEPHONY)
-        elif admission.full:
-            reason = f"refused: the server is full ({admission.limit} calls)"
+        elif (unavailable := admission.unavailable) is not None:
+            reason = (
+                f"refused: the server is full ({admission.limit} calls)"
+                if unavailable is Unavailable.BUSY
+                else "refused: the server is draining"
+            )
             await self._turn_away(reader, writer, call_id, reason, ErrorKind.REFUSED)
         else:
             call = AudioSocketCall(reader, writer, admission.context, call_id=call_id)

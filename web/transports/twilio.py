@@ -72,7 +72,7 @@ from cadence.web.serializers.twilio import (
 )
 from cadence.web.serializers.twilio import Mark as MarkBody
 from cadence.web.signaling import CloseCode
-from cadence.web.transports.admission import Admission
+from cadence.web.transports.admission import Admission, Unavailable
 from cadence.web.transports.call import CallContext, WebsocketCall
 from cadence.web.transports.entry import WebsocketEntry
 
@@ -337,23 +337,25 @@ class TwilioCall(WebsocketCall):
 
 async def accept(websocket: ServerConnection, admission: Admission) -> None:
     """Serve one connection to the Media Stream path: read its opening, then admit its call
-    and run it to its end — or close it with the reason: the server is full (1013 ``busy``,
-    checked before and after the opening, as calls may be admitted meanwhile), that stream is
-    connected already, or the opening itself was bad (``receive_start``)."""
+    and run it to its end — or close it with the reason: the server is full or draining (1013
+    ``busy`` or ``draining``, checked before and after the opening, as calls may be admitted
+    meanwhile), that stream is connected already, or the opening itself was bad
+    (``receive_start``)."""
     name = f"twilio@{websocket.remote_address}"
     rate = MessageRate(admission.context.agent.config.telephony.twilio_max_messages_per_s)
     try:
-        if admission.full:
-            raise TwilioCallError(CloseCode.TRY_AGAIN_LATER, "busy")
+        if (unavailable := admission.unavailable) is not None:
+            raise TwilioCallError(CloseCode.TRY_AGAIN_LATER, unavailable.value)
         start = await receive_start(websocket, name, admission.metrics, rate)
         if start is None:
             return
-        if admission.full:  # the calls admitted meanwhile took the last place
-            raise TwilioCallError(CloseCode.TRY_AGAIN_LATER, "busy")
+        # The calls admitted meanwhile may have taken the last place, or a drain begun.
+        if (unavailable := admission.unavailable) is not None:
+            raise TwilioCallError(CloseCode.TRY_AGAIN_LATER, unavailable.value)
         if stream_call_id(start) in admission.calls:
             raise TwilioCallError(CloseCode.POLICY_VIOLATION, "that stream is connected already")
     except TwilioCallError as exc:
-        kind = ErrorKind.REFUSED if exc.reason == "busy" else ErrorKind.TELEPHONY
+        kind = ErrorKind.REFUSED if exc.reason in set(Unavailable) else ErrorKind.TELEPHONY
         admission.metrics.errors.labels(kind.value).inc()
         logger.warning("%s: closing the stream: %s", name, exc.reason)
         with contextlib.suppress(ConnectionClosed):

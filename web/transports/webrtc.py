@@ -52,7 +52,7 @@ from cadence.web.signaling import (
     SignalingError,
     parse_client_message,
 )
-from cadence.web.transports.admission import Admission
+from cadence.web.transports.admission import Admission, Unavailable
 from cadence.web.transports.audio_track import PacedAudioTrack
 from cadence.web.transports.call import CallContext, WebsocketCall
 from cadence.web.transports.entry import WebsocketEntry
@@ -283,21 +283,27 @@ class WebRTCCall(WebsocketCall):
 
 async def accept(websocket: ServerConnection, admission: Admission) -> None:
     """Serve one visitor of the page: a call of their own, run to its end — or, past the
-    session limit, a ``busy`` error in place of ``hello``, and close code 1013."""
-    if admission.full:
-        await _refuse(websocket, admission.limit, admission.metrics)
+    session limit or while the server drains, a ``busy`` or ``draining`` error in place of
+    ``hello``, and close code 1013."""
+    if (unavailable := admission.unavailable) is not None:
+        await _refuse(websocket, unavailable, admission.limit, admission.metrics)
         return
     call = WebRTCCall(websocket, admission.context, call_id=f"web-{uuid.uuid4().hex[:8]}")
     await admission.run_call(call)
 
 
-async def _refuse(websocket: ServerConnection, limit: int, metrics: ServerMetrics) -> None:
+async def _refuse(
+    websocket: ServerConnection, unavailable: Unavailable, limit: int, metrics: ServerMetrics
+) -> None:
     metrics.errors.labels(ErrorKind.REFUSED.value).inc()
-    calls = f"{limit} call{'' if limit == 1 else 's'}"
-    message = f"The server is full ({calls} at once); please try again later."
+    if unavailable is Unavailable.BUSY:
+        calls = f"{limit} call{'' if limit == 1 else 's'}"
+        message = f"The server is full ({calls} at once); please try again later."
+    else:
+        message = "The server is restarting; please call again in a moment."
     with contextlib.suppress(ConnectionClosed):
-        await websocket.send(json.dumps(error_event("busy", message)))
-        await websocket.close(CloseCode.TRY_AGAIN_LATER, "busy")
+        await websocket.send(json.dumps(error_event(unavailable.value, message)))
+        await websocket.close(CloseCode.TRY_AGAIN_LATER, unavailable.value)
 
 
 def _signaling_path(config: CadenceConfig) -> str:

@@ -1,0 +1,239 @@
+"""Readiness, drain and worker processes (docs/deploy.md), with real calls: the Twilio
+emulator says real 8 kHz speech and every reply is judged by what the caller heard after the
+clip's true end of speech.
+
+In process: ``/readyz`` follows fullness while ``/healthz`` stays alive; a drain lets the call
+in progress finish its turn and refuses a newcomer as ``draining``; a drain past its timeout
+leaves the rest to the close. Then the real ``cadence serve --workers 2``, in processes of
+its own: two workers answer calls on one port; one killed mid-call ends only its own call —
+the other worker's goes on and is answered — and is replaced; SIGTERM drains the pool (the
+call in progress is answered, a newcomer refused as ``draining``) and it exits with 0.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import signal
+import time
+import urllib.error
+import urllib.request
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+import psutil
+import pytest
+from speech_data import clip
+from twilio_phone import TwilioPhone
+from web_harness import wait_until, web_config
+from websockets.asyncio.client import connect
+from websockets.exceptions import ConnectionClosed
+
+from cadence.pipeline.config import CadenceConfig
+from cadence.tooling.bench.manifest import ManifestClip
+from cadence.tooling.bench.workers import (
+    CallerClip,
+    CallOutcome,
+    CallResult,
+    ServerProcess,
+    converse,
+    place_call,
+)
+from cadence.web.server import CadenceServer
+
+CALLER = "osr_us_0034_8k_s01"
+
+
+def caller_clip(clip_id: str = CALLER) -> CallerClip:
+    spoken = clip(clip_id)
+    return CallerClip.of(ManifestClip(spoken.id, spoken.path, spoken.text, spoken.telephone_path))
+
+
+def get(url: str) -> tuple[int, dict[str, object]]:
+    """A GET's status and JSON body, 503 included."""
+    try:
+        with urllib.request.urlopen(url, timeout=10) as answer:
+            return answer.status, json.loads(answer.read())
+    except urllib.error.HTTPError as refused:
+        return refused.code, json.loads(refused.read())
+
+
+async def aget(url: str) -> tuple[int, dict[str, object]]:
+    return await asyncio.to_thread(get, url)
+
+
+async def close_of(url: str) -> tuple[int, str]:
+    """The close code and reason a newcomer gets, sending nothing."""
+    async with connect(url) as websocket:
+        with pytest.raises(ConnectionClosed):
+            await asyncio.wait_for(websocket.recv(), 10)
+        assert websocket.close_code is not None
+        return websocket.close_code, websocket.close_reason or ""
+
+
+@pytest.fixture
+async def server() -> AsyncIterator[CadenceServer]:
+    async with CadenceServer(web_config(max_sessions=1)) as running:
+        yield running
+        await wait_until(lambda: not running.calls, "the calls to end")
+
+
+def base(server: CadenceServer) -> str:
+    return f"127.0.0.1:{server.port}"
+
+
+# --- in process -------------------------------------------------------------------------------
+
+
+async def test_readyz_follows_fullness_while_healthz_stays_alive(server: CadenceServer) -> None:
+    assert await aget(f"http://{base(server)}/readyz") == (
+        200,
+        {"ready": True, "reason": None, "sessions": 0, "max_sessions": 1},
+    )
+    async with TwilioPhone(f"ws://{base(server)}/twilio"):
+        await wait_until(lambda: len(server.calls) == 1, "the call to be admitted")
+        status, ready = await aget(f"http://{base(server)}/readyz")
+        assert (status, ready["ready"], ready["reason"]) == (503, False, "busy")
+        status, health = await aget(f"http://{base(server)}/healthz")
+        assert (status, health["status"], health["sessions"]) == (200, "ok", 1)
+    await wait_until(lambda: not server.calls, "the call to end")
+    status, ready = await aget(f"http://{base(server)}/readyz")
+    assert (status, ready["ready"]) == (200, True)
+
+
+async def test_a_drain_lets_the_call_in_progress_finish_and_refuses_newcomers(
+    server: CadenceServer,
+) -> None:
+    speech = caller_clip()
+    async with TwilioPhone(f"ws://{base(server)}/twilio") as phone:
+        turn = asyncio.create_task(converse(phone, speech))
+        await wait_until(lambda: len(server.calls) == 1, "the call to be admitted")
+        drain = asyncio.create_task(server.drain(timeout_s=60))
+        await wait_until(lambda: server.admission.draining, "the drain to begin")
+
+        status, ready = await aget(f"http://{base(server)}/readyz")
+        assert (status, ready["reason"]) == (503, "draining")
+        assert await close_of(f"ws://{base(server)}/twilio") == (1013, "draining")
+        assert not drain.done()
+
+        # The turn under way when the drain began is answered after the true end of speech.
+        outcome, voice_to_voice = await turn
+        assert outcome is CallOutcome.ANSWERED, outcome
+        assert voice_to_voice is not None
+    assert await asyncio.wait_for(drain, 10) == 0
+
+
+async def test_a_drain_past_its_timeout_leaves_the_call_to_the_close(
+    server: CadenceServer,
+) -> None:
+    async with TwilioPhone(f"ws://{base(server)}/twilio") as phone:
+        await phone.pause(300)
+        await wait_until(lambda: len(server.calls) == 1, "the call to be admitted")
+        started = time.monotonic()
+        assert await server.drain(timeout_s=0.3) == 1
+        assert time.monotonic() - started < 5
+        await server.close()
+        await phone.closed()
+    assert phone.close_code == 1001
+
+
+# --- worker processes -------------------------------------------------------------------------
+
+
+def pool_config(tmp_path: Path) -> Path:
+    """The default models, no trace log, a drain long enough for a turn."""
+    config = web_config(max_sessions=4)
+    settings = config.model_dump(mode="json")
+    settings["server"] |= {"drain_timeout_s": 60.0}
+    path = tmp_path / "pool.json"
+    path.write_text(json.dumps(CadenceConfig.model_validate(settings).model_dump(mode="json")))
+    return path
+
+
+def worker_of(pool: ServerProcess, phone: TwilioPhone) -> int | None:
+    """The worker process that holds ``phone``'s connection."""
+    for pid in pool.worker_pids():
+        for connection in psutil.Process(pid).net_connections(kind="tcp"):
+            if connection.raddr and connection.raddr.port == phone.local_port:
+                return pid
+    return None
+
+
+async def test_two_workers_on_one_port_a_killed_one_is_replaced_and_sigterm_drains(
+    tmp_path: Path,
+) -> None:
+    pool = ServerProcess(2, pool_config(tmp_path), log=tmp_path / "server.log")
+    speech = caller_clip()
+    try:
+        await pool.start()
+        url = f"ws://127.0.0.1:{pool.port}/twilio"
+        first = set(pool.worker_pids())
+        assert len(first) == 2
+
+        # Calls are placed until each worker holds one (the kernel picks the worker).
+        phones: dict[int, TwilioPhone] = {}
+        spare: list[TwilioPhone] = []
+        for _ in range(16):
+            phone = TwilioPhone(url)
+            await phone.__aenter__()
+            await phone.pause(200)
+            holder = worker_of(pool, phone)
+            if holder is not None and holder not in phones:
+                phones[holder] = phone
+            else:
+                spare.append(phone)
+            if len(phones) == 2:
+                break
+        for phone in spare:
+            await phone.hang_up()
+        assert len(phones) == 2, "16 calls all went to one worker"
+        (victim, doomed), (survivor, kept) = phones.items()
+
+        # Both workers answer a turn each, at once, on the one port.
+        answered = await asyncio.gather(converse(doomed, speech), converse(kept, speech))
+        assert [outcome for outcome, _ in answered] == [CallOutcome.ANSWERED] * 2
+
+        # Killed mid-turn: its own call is cut, the other worker's turn is answered.
+        doomed_turn = asyncio.create_task(converse(doomed, speech))
+        kept_turn = asyncio.create_task(converse(kept, speech))
+        await asyncio.sleep(1.5)
+        os.kill(victim, signal.SIGKILL)
+        with pytest.raises(ConnectionClosed):
+            await doomed_turn
+        outcome, _ = await kept_turn
+        assert outcome is CallOutcome.ANSWERED
+        await kept.hang_up()
+        await doomed.hang_up()
+
+        # The pool starts a worker in its place; a new call is answered.
+        await wait_until(
+            lambda: len(pool.worker_pids()) == 2 and victim not in pool.worker_pids(),
+            "a worker in place of the killed one",
+            timeout_s=120,
+        )
+        assert survivor in pool.worker_pids()
+        result = CallResult(0, 0.0)
+        await place_call(url, speech, result, time.monotonic())
+        assert result.outcome is CallOutcome.ANSWERED, result
+
+        # SIGTERM: the call in progress finishes its turn, a newcomer is refused, exit 0.
+        async with TwilioPhone(url) as last:
+            turn = asyncio.create_task(converse(last, speech))
+            await asyncio.sleep(1.0)
+            pool.signal(signal.SIGTERM)
+            for _ in range(100):
+                if (await aget(f"http://127.0.0.1:{pool.port}/readyz"))[0] == 503:
+                    break
+                await asyncio.sleep(0.1)
+            else:
+                raise AssertionError("/readyz did not turn to 503 within 10 s of SIGTERM")
+            refused = CallResult(1, 0.0)
+            await place_call(url, speech, refused, time.monotonic())
+            assert (refused.outcome, refused.detail) == (CallOutcome.REFUSED, "draining")
+            outcome, _ = await turn
+            assert outcome is CallOutcome.ANSWERED
+        assert pool.process is not None
+        assert await asyncio.wait_for(pool.process.wait(), 30) == 0
+    finally:
+        await pool.stop()

@@ -1,0 +1,486 @@
+"""``cadence bench-workers``: ``cadence serve --workers N`` measured from the callers' side —
+1 against 2 workers at each load level, a worker killed mid-call, a drain under load.
+
+The server is the real command in a process of its own, as a deployment runs it; the callers
+are Twilio emulators (``tooling/emulators/twilio.py``) on loopback, each placing call after
+call, one clip per call, as ``cadence loadtest`` does — but nothing is read from the server's
+traces: each call is judged by what its caller heard.
+
+* **voice-to-voice**: the clip's true end of speech (``speech_bounds_ms``) to the first
+  reply sound the caller heard (``tooling/emulators/hearing.py``), of the calls answered
+  after it; every call has an outcome (``CallOutcome``), and every outcome is counted.
+* **CPU per call**: the CPU time of the pool and its workers over a level, divided by the
+  seconds of calls in progress — cores a call keeps busy, at that load.
+* **which worker**: every second, each worker's established connections on the port (its
+  calls), to see how evenly the kernel spreads them.
+* **a worker killed**: ``SIGKILL`` to one worker of two while calls run; its calls in
+  progress at that moment are counted, and every call cut is set against them.
+* **a drain**: ``SIGTERM`` to the pool while calls run; every call in progress then should
+  end as answered, and newcomers be refused (1013 ``draining``) or find the port closed.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import itertools
+import json
+import os
+import signal
+import socket
+import sys
+import time
+import urllib.error
+import urllib.request
+from collections import Counter
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass, field
+from enum import StrEnum
+from pathlib import Path
+from typing import Any
+
+import psutil
+from websockets.exceptions import ConnectionClosed
+
+from cadence.tooling.bench.manifest import ManifestClip
+from cadence.tooling.bench.stats import percentiles
+from cadence.tooling.bench.turn_bench import LEAD_MS, MAX_REPLY_WAIT_MS, POLL_MS, TAIL_MS
+from cadence.tooling.emulators.hearing import first_heard_after
+from cadence.tooling.emulators.twilio import TwilioEmulator
+from cadence.voice.audio import PCM16
+from cadence.voice.audio.speech_bounds import speech_bounds_ms
+from cadence.voice.audio.wavfile import read_audio
+from cadence.web.serializers.twilio import SAMPLE_RATE as TELEPHONE_RATE
+from cadence.web.signaling import CloseCode
+
+START_TIMEOUT_S = 180.0
+"""How long the pool may take to load every worker's models and listen."""
+SAMPLE_EVERY_S = 1.0
+RETRY_AFTER_S = 1.0
+"""A refused or failed caller waits this long before calling again, as an auto-dialler would."""
+QUIET_MS = 1000.0
+"""Before speaking again on a call, the caller waits until the agent has been silent this
+long."""
+EVENT_AFTER_S = 20.0
+"""How far into a kill or drain run the worker is killed, or the pool told to stop."""
+
+
+class CallOutcome(StrEnum):
+    ANSWERED = "answered"
+    """A reply was heard after the true end of speech."""
+    TALKED_OVER = "talked_over"
+    """The first reply sound came before the true end of speech."""
+    UNANSWERED = "unanswered"
+    """Nothing was heard within ``MAX_REPLY_WAIT_MS`` of the end of speech."""
+    REFUSED = "refused"
+    """Closed with 1013 (full or draining) before any reply."""
+    CUT = "cut"
+    """The server's side went away mid-call: closed without a reason the caller was owed, or
+    the connection was lost."""
+    UNREACHABLE = "unreachable"
+    """The port did not take the connection (a server gone)."""
+
+
+@dataclass
+class CallResult:
+    caller: int
+    started_s: float
+    """When the call was placed, from the start of the run."""
+    ended_s: float = 0.0
+    outcome: CallOutcome = CallOutcome.UNANSWERED
+    voice_to_voice_ms: float | None = None
+    detail: str = ""
+
+
+@dataclass(frozen=True)
+class CallerClip:
+    """A clip as the caller plays it: 8 kHz, and where its speech truly ends."""
+
+    id: str
+    audio: PCM16
+    speech_end_ms: float
+
+    @classmethod
+    def of(cls, clip: ManifestClip) -> CallerClip:
+        audio = read_audio(clip.telephone_path or clip.path, TELEPHONE_RATE)
+        return cls(clip.id, audio, speech_bounds_ms(audio, TELEPHONE_RATE)[1])
+
+
+async def converse(phone: TwilioEmulator, clip: CallerClip) -> tuple[CallOutcome, float | None]:
+    """On a call in progress: once the agent is quiet, say ``clip``, then keep the line open
+    (silence) until a reply is heard after its true end of speech, or ``MAX_REPLY_WAIT_MS``;
+    the turn's outcome and voice-to-voice. Raises ``ConnectionClosed`` if the server's side
+    goes away meanwhile."""
+    await phone.pause(LEAD_MS)
+    # A caller lets the agent finish: the previous reply may still be playing.
+    while (heard := phone.heard_at_ms()) and phone.now_ms() - heard[-1] < QUIET_MS:
+        await phone.pause(POLL_MS)
+    speaking_from = phone.position_ms
+    true_end = speaking_from + clip.speech_end_ms
+    await phone.say(clip.audio, TELEPHONE_RATE)
+    await phone.pause(TAIL_MS)
+    while first_heard_after(phone.heard_at_ms(), true_end) is None and (
+        phone.position_ms - true_end < MAX_REPLY_WAIT_MS
+    ):
+        await phone.pause(POLL_MS)
+    heard = [at for at in phone.heard_at_ms() if at >= speaking_from]
+    if heard and heard[0] < true_end:
+        return CallOutcome.TALKED_OVER, None
+    if (first := first_heard_after(heard, true_end)) is not None:
+        return CallOutcome.ANSWERED, first - true_end
+    return CallOutcome.UNANSWERED, None
+
+
+async def place_call(url: str, clip: CallerClip, result: CallResult, origin: float) -> None:
+    """One call of one turn (``converse``), then a hang-up; ``result`` says how it went."""
+    try:
+        async with TwilioEmulator(url) as phone:
+            result.outcome, result.voice_to_voice_ms = await converse(phone, clip)
+    except ConnectionClosed as exc:
+        received = exc.rcvd
+        if received is not None and received.code == CloseCode.TRY_AGAIN_LATER:
+            result.outcome = CallOutcome.REFUSED
+            result.detail = received.reason
+        else:
+            result.outcome = CallOutcome.CUT
+            result.detail = repr(exc)
+    except OSError as exc:
+        result.outcome = CallOutcome.UNREACHABLE
+        result.detail = repr(exc)
+    result.ended_s = time.monotonic() - origin
+
+
+class ServerProcess:
+    """``cadence serve --workers N`` on a free loopback port, in a process group of its own."""
+
+    def __init__(self, workers: int, config: Path | None, log: Path | None = None) -> None:
+        """``log``: where the server's output goes (by default, this process's)."""
+        self.workers = workers
+        self.log = log
+        self.port = _free_port()
+        command = [
+            str(Path(sys.executable).with_name("cadence")),  # the command a deployment runs
+            "serve",
+            "--port",
+            str(self.port),
+            "--workers",
+            str(workers),
+        ]
+        if config is not None:
+            command += ["--config", str(config)]
+        self.command = command
+        self.process: asyncio.subprocess.Process | None = None
+
+    @property
+    def twilio_url(self) -> str:
+        return f"ws://127.0.0.1:{self.port}/twilio"
+
+    async def start(self) -> None:
+        with contextlib.ExitStack() as files:
+            output = None if self.log is None else files.enter_context(self.log.open("ab"))
+            self.process = await asyncio.create_subprocess_exec(
+                *self.command, start_new_session=True, stdout=output, stderr=output
+            )
+        deadline = time.monotonic() + START_TIMEOUT_S
+        while time.monotonic() < deadline:
+            if self.process.returncode is not None:
+                raise RuntimeError(f"the server exited with {self.process.returncode}")
+            if await asyncio.to_thread(self._ready) and len(self.worker_pids()) == self.workers:
+                return
+            await asyncio.sleep(0.5)
+        raise RuntimeError(f"the server was not ready within {START_TIMEOUT_S:.0f} s")
+
+    def _ready(self) -> bool:
+        try:
+            with urllib.request.urlopen(f"http://127.0.0.1:{self.port}/readyz", timeout=5):
+                return True
+        except (urllib.error.URLError, OSError):
+            return False  # not listening yet, or 503
+
+    def worker_pids(self) -> list[int]:
+        """The processes that listen on the port: the workers (the pool itself, with one
+        worker, is the server)."""
+        assert self.process is not None
+        family = [psutil.Process(self.process.pid)]
+        with contextlib.suppress(psutil.NoSuchProcess):
+            family += family[0].children(recursive=True)
+        return [p.pid for p in family if _listens(p, self.port)]
+
+    def calls_by_worker(self) -> dict[int, int]:
+        """Each worker's established connections on the port: its calls in progress."""
+        counts = {}
+        for pid in self.worker_pids():
+            with contextlib.suppress(psutil.NoSuchProcess):
+                connections = psutil.Process(pid).net_connections(kind="tcp")
+                counts[pid] = sum(
+                    1
+                    for c in connections
+                    if c.status == psutil.CONN_ESTABLISHED and c.laddr and c.laddr.port == self.port
+                )
+        return counts
+
+    def cpu_seconds(self) -> float:
+        """CPU time of the pool and every worker alive now (user and system)."""
+        assert self.process is not None
+        total = 0.0
+        with contextlib.suppress(psutil.NoSuchProcess):
+            parent = psutil.Process(self.process.pid)
+            for process in [parent, *parent.children(recursive=True)]:
+                with contextlib.suppress(psutil.NoSuchProcess):
+                    times = process.cpu_times()
+                    total += times.user + times.system
+        return total
+
+    def signal(self, signum: signal.Signals) -> None:
+        assert self.process is not None
+        self.process.send_signal(signum)
+
+    async def stop(self) -> int | None:
+        """Stop the pool (SIGINT: at once) and wait for it; its exit status."""
+        if self.process is None:
+            return None
+        if self.process.returncode is None:
+            self.process.send_signal(signal.SIGINT)
+        try:
+            return await asyncio.wait_for(self.process.wait(), 30.0)
+        except TimeoutError:
+            os.killpg(self.process.pid, signal.SIGKILL)
+            return await self.process.wait()
+
+
+@dataclass
+class RunResult:
+    """One run: a pool, a number of callers, and what happened to every call."""
+
+    name: str
+    workers: int
+    callers: int
+    minutes: float
+    calls: list[CallResult] = field(default_factory=list)
+    cpu_s: float = 0.0
+    call_s: float = 0.0
+    """Seconds of calls in progress, summed over the calls."""
+    spread: list[dict[str, int]] = field(default_factory=list)
+    """Each sample of the calls in progress per worker (by pid)."""
+    event: dict[str, Any] = field(default_factory=dict)
+    """What was done mid-run (a kill, a drain) and what it found."""
+
+    def figures(self) -> dict[str, Any]:
+        outcomes = Counter(call.outcome.value for call in self.calls)
+        latencies = [c.voice_to_voice_ms for c in self.calls if c.voice_to_voice_ms is not None]
+        busiest = [max(s.values()) / sum(s.values()) for s in self.spread if sum(s.values()) >= 2]
+        return {
+            "name": self.name,
+            "workers": self.workers,
+            "callers": self.callers,
+            "minutes": self.minutes,
+            "calls": len(self.calls),
+            "outcomes": {outcome.value: outcomes.get(outcome.value, 0) for outcome in CallOutcome},
+            "voice_to_voice_ms": percentiles(latencies),
+            # A killed or drained worker takes its CPU time with it: plain runs only.
+            "cpu_s_per_call_s": (
+                self.cpu_s / self.call_s if self.call_s and not self.event.get("kind") else None
+            ),
+            "busiest_worker_share_p50": percentiles(busiest)["p50"] if busiest else None,
+            "event": self.event,
+        }
+
+
+async def run_load(
+    server: ServerProcess,
+    clips: Sequence[CallerClip],
+    run: RunResult,
+    *,
+    at_event: float | None = None,
+    event: str | None = None,
+) -> None:
+    """``run.callers`` callers for ``run.minutes``; ``event`` (``kill`` or ``drain``) happens
+    ``at_event`` seconds in."""
+    origin = time.monotonic()
+    deadline = origin + 60.0 * run.minutes
+    numbers = itertools.count()
+    stopped = asyncio.Event()
+
+    def server_gone() -> bool:
+        return server.process is not None and server.process.returncode is not None
+
+    async def caller(index: int) -> None:
+        # After a drain began, callers go on calling (and are refused) until the pool exits.
+        while time.monotonic() < deadline and not (stopped.is_set() and server_gone()):
+            clip = clips[next(numbers) % len(clips)]
+            result = CallResult(index, time.monotonic() - origin)
+            await place_call(server.twilio_url, clip, result, origin)
+            run.calls.append(result)
+            if result.outcome in (CallOutcome.REFUSED, CallOutcome.UNREACHABLE, CallOutcome.CUT):
+                await asyncio.sleep(RETRY_AFTER_S)
+
+    async def watch() -> None:
+        while True:
+            run.spread.append({str(pid): n for pid, n in server.calls_by_worker().items()})
+            await asyncio.sleep(SAMPLE_EVERY_S)
+
+    async def act() -> None:
+        if at_event is None or event is None:
+            return
+        await asyncio.sleep(at_event)
+        by_worker = server.calls_by_worker()
+        if event == "kill":
+            victim = max(by_worker, key=lambda pid: by_worker[pid])
+            run.event = {"kind": "kill", "at_s": at_event, "pid": victim, "calls": by_worker}
+            os.kill(victim, signal.SIGKILL)
+        else:
+            run.event = {"kind": "drain", "at_s": at_event, "calls": by_worker}
+            server.signal(signal.SIGTERM)
+            stopped.set()
+
+    cpu_before = server.cpu_seconds()
+    watcher = asyncio.create_task(watch())
+    actor = asyncio.create_task(act())
+    try:
+        await asyncio.gather(*(caller(index) for index in range(run.callers)))
+        await actor
+    finally:
+        watcher.cancel()
+        actor.cancel()
+        await asyncio.gather(watcher, actor, return_exceptions=True)
+    run.cpu_s = server.cpu_seconds() - cpu_before
+    run.call_s = sum(c.ended_s - c.started_s for c in run.calls if c.outcome in _SERVED)
+    if event is not None and at_event is not None:
+        _judge_event(run, at_event)
+
+
+_SERVED = (CallOutcome.ANSWERED, CallOutcome.TALKED_OVER, CallOutcome.UNANSWERED)
+
+
+def _judge_event(run: RunResult, at_s: float) -> None:
+    """What the kill or the drain did to the calls in progress at that moment, and to those
+    placed after it."""
+    during = [c for c in run.calls if c.started_s < at_s < c.ended_s]
+    after = [c for c in run.calls if c.started_s >= at_s]
+    run.event["in_progress"] = len(during)
+    run.event["in_progress_outcomes"] = dict(Counter(c.outcome.value for c in during))
+    run.event["after_outcomes"] = dict(Counter(c.outcome.value for c in after))
+    if run.event["kind"] == "kill":
+        victim_calls = run.event["calls"].get(run.event["pid"], 0)
+        cut = sum(1 for c in during if c.outcome is CallOutcome.CUT)
+        run.event["victim_calls"] = victim_calls
+        run.event["others_cut"] = max(0, cut - victim_calls)
+
+
+def bench_workers(
+    clips: Sequence[ManifestClip],
+    *,
+    workers: Sequence[int],
+    levels: Sequence[int],
+    minutes: float,
+    config: Path | None,
+    out: Path,
+) -> dict[str, Any]:
+    """Every run, one after the other, each on a fresh pool; a run whose file is in ``out``
+    is read back, not run again (a long benchmark resumes where it stopped)."""
+    out.mkdir(parents=True, exist_ok=True)
+    caller_clips = [CallerClip.of(clip) for clip in clips]
+    runs: list[dict[str, Any]] = []
+    plan: list[tuple[str, int, int, str | None]] = [
+        (f"w{n}-c{level}", n, level, None) for n in workers for level in levels
+    ]
+    plan += [(f"kill-w2-c{max(levels)}", 2, max(levels), "kill")]
+    plan += [(f"drain-w2-c{max(levels)}", 2, max(levels), "drain")]
+    for name, n, level, event in plan:
+        saved = out / f"{name}.json"
+        if not saved.exists():
+            run = RunResult(name, n, level, minutes)
+            log = out / f"{name}.server.log"
+            asyncio.run(_run_on_fresh_pool(run, caller_clips, config, event, log))
+            saved.write_text(json.dumps(run.figures() | {"calls_detail": _details(run)}, indent=1))
+        runs.append(json.loads(saved.read_text()))
+    report = {"runs": [{k: v for k, v in r.items() if k != "calls_detail"} for r in runs]}
+    (out / "workers.json").write_text(json.dumps(report, indent=1))
+    return report
+
+
+async def _run_on_fresh_pool(
+    run: RunResult, clips: Sequence[CallerClip], config: Path | None, event: str | None, log: Path
+) -> None:
+    server = ServerProcess(run.workers, config, log)
+    try:
+        await server.start()
+        at = EVENT_AFTER_S if event else None
+        await run_load(server, clips, run, at_event=at, event=event)
+    finally:
+        run.event["exit_status"] = await server.stop()
+
+
+def _details(run: RunResult) -> list[dict[str, Any]]:
+    return [asdict(call) for call in run.calls]
+
+
+def _listens(process: psutil.Process, port: int) -> bool:
+    with contextlib.suppress(psutil.Error):
+        return any(
+            c.status == psutil.CONN_LISTEN and c.laddr and c.laddr.port == port
+            for c in process.net_connections(kind="tcp")
+        )
+    return False
+
+
+def _free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port: int = probe.getsockname()[1]
+        return port
+
+
+def render_markdown(report: dict[str, Any], command: str, machine: str) -> str:
+    lines = [
+        "# Workers, measured from the callers' side",
+        "",
+        f"Machine: {machine}.  ",
+        f"Command: `{command}`.  ",
+        "Each run is a fresh `cadence serve --workers N` and N callers (Twilio emulators on "
+        "loopback, the same machine) placing call after call, one real clip each. "
+        "Voice-to-voice: the clip's true end of speech → the first reply sound the caller "
+        "heard, of the calls answered after it; every call's outcome is counted. CPU per call: "
+        "the server's CPU seconds over the run / the seconds of calls in progress. Busiest "
+        "worker: its share of the calls in progress, median of the 1 s samples with ≥ 2 calls.",
+        "",
+        "| run | workers | callers | calls | answered | talked over | unanswered | refused "
+        "| cut | unreachable | voice-to-voice p50 | p95 | CPU s per call s | busiest worker |",
+        "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
+    ]
+    for run in report["runs"]:
+        o = run["outcomes"]
+        v2v = run["voice_to_voice_ms"]
+        cpu = run["cpu_s_per_call_s"]
+        share = run["busiest_worker_share_p50"]
+        lines.append(
+            f"| {run['name']} | {run['workers']} | {run['callers']} | {run['calls']} "
+            f"| {o['answered']} | {o['talked_over']} | {o['unanswered']} | {o['refused']} "
+            f"| {o['cut']} | {o['unreachable']} | {_ms(v2v['p50'])} | {_ms(v2v['p95'])} "
+            f"| {'—' if cpu is None else f'{cpu:.2f}'} "
+            f"| {'—' if share is None else f'{100 * share:.0f} %'} |"
+        )
+    for run in report["runs"]:
+        event = run["event"]
+        if event.get("kind") == "kill":
+            lines += [
+                "",
+                f"**{run['name']}**: worker pid {event['pid']} killed (SIGKILL) "
+                f"{event['at_s']:.0f} s in, holding {event['victim_calls']} of the calls "
+                f"({event['calls']}). Calls in progress then: {event['in_progress']}, "
+                f"ended {event['in_progress_outcomes']}; calls of the other workers cut: "
+                f"{event['others_cut']}. Calls placed after: {event['after_outcomes']}.",
+            ]
+        elif event.get("kind") == "drain":
+            lines += [
+                "",
+                f"**{run['name']}**: SIGTERM to the pool {event['at_s']:.0f} s in, calls in "
+                f"progress {event['calls']}. They ended {event['in_progress_outcomes']}; "
+                f"calls placed after: {event['after_outcomes']}; the pool's exit status "
+                f"{event['exit_status']}.",
+            ]
+    return "\n".join(lines) + "\n"
+
+
+def _ms(value: float | None) -> str:
+    return "—" if value is None else f"{value:.0f}"
