@@ -30,7 +30,6 @@ from web_harness import wait_until, web_config
 from websockets.asyncio.client import connect
 from websockets.exceptions import ConnectionClosed
 
-from cadence.pipeline.config import CadenceConfig
 from cadence.tooling.bench.manifest import ManifestClip
 from cadence.tooling.bench.workers import (
     CallerClip,
@@ -144,10 +143,9 @@ async def test_a_drain_past_its_timeout_leaves_the_call_to_the_close(
 def pool_config(tmp_path: Path) -> Path:
     """The default models, no trace log, a drain long enough for a turn."""
     config = web_config(max_sessions=4)
-    settings = config.model_dump(mode="json")
-    settings["server"] |= {"drain_timeout_s": 60.0}
+    drain = config.server.model_copy(update={"drain_timeout_s": 60.0})
     path = tmp_path / "pool.json"
-    path.write_text(json.dumps(CadenceConfig.model_validate(settings).model_dump(mode="json")))
+    path.write_text(config.model_copy(update={"server": drain}).model_dump_json())
     return path
 
 
@@ -158,6 +156,19 @@ def worker_of(pool: ServerProcess, phone: TwilioPhone) -> int | None:
             if connection.raddr and connection.raddr.port == phone.local_port:
                 return pid
     return None
+
+
+async def test_a_pool_whose_workers_cannot_start_exits_with_the_reason(tmp_path: Path) -> None:
+    config = web_config().model_dump(mode="json")
+    config["models"]["llm"]["checkpoint"] = str(tmp_path / "missing.pt")
+    path = tmp_path / "bad.json"
+    path.write_text(json.dumps(config))
+    pool = ServerProcess(2, path, log=tmp_path / "server.log")
+    with pytest.raises(RuntimeError, match="exited with 2"):  # the CLI's bad configuration
+        await pool.start()
+    log = (tmp_path / "server.log").read_text()
+    assert "models.llm.checkpoint" in log, log
+    assert "failed to start" in log, log
 
 
 async def test_two_workers_on_one_port_a_killed_one_is_replaced_and_sigterm_drains(

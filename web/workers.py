@@ -24,7 +24,6 @@ directory for prometheus-client's multiprocess files, and removes it at the end.
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import logging
 import multiprocessing
@@ -87,23 +86,27 @@ class LogSettings:
             logging.getLogger(name).setLevel(level)
 
 
-def run_worker(config: dict[str, object], log: LogSettings, ready: Connection) -> None:
-    """A worker process: one server until it is stopped. Its URL goes to ``ready`` once it
-    listens; a server that cannot start is logged, and the exit status is 1."""
-    from cadence.web.server import serve_until_stopped  # the pool's module loads no server
+ServerMain = Callable[[CadenceConfig, Callable[[str], None]], int]
+"""What a worker runs: one server with this configuration until it is stopped, telling its
+URL to the callback once it listens; returns the exit status. A module-level function (the
+CLI's ``run_server``), so that a spawned interpreter can import it."""
 
+
+def run_worker(
+    main: ServerMain, config: dict[str, object], log: LogSettings, ready: Connection
+) -> None:
+    """A worker process: ``main`` until it is stopped, its URL sent to ``ready`` once it
+    listens; exits with ``main``'s status."""
     log.apply()
     try:
-        asyncio.run(serve_until_stopped(CadenceConfig.model_validate(config), ready.send))
+        status = main(CadenceConfig.model_validate(config), ready.send)
     except KeyboardInterrupt:
-        pass  # Ctrl-C while the models load: the terminal's SIGINT reaches every worker
-    except Exception:
-        logging.getLogger(__name__).exception("the worker failed")
-        raise SystemExit(1) from None
+        status = 0  # Ctrl-C while the models load: the terminal's SIGINT reaches every worker
     finally:
         # The pool passes on the signal the worker may have had already: it has stopped.
         for signum in (signal.SIGINT, signal.SIGTERM):
             signal.signal(signum, signal.SIG_IGN)
+    raise SystemExit(status)
 
 
 @dataclass
@@ -143,12 +146,20 @@ class _Restarts:
 class WorkerPoolError(RuntimeError):
     """The pool could not start: a worker failed before it ever listened."""
 
+    def __init__(self, message: str, status: int) -> None:
+        super().__init__(message)
+        self.status = status
+        """The worker's exit status, which the pool exits with."""
+
 
 class WorkerPool:
-    def __init__(self, config: CadenceConfig, on_ready: Callable[[str], None]) -> None:
-        """``on_ready`` gets the URL once every worker listens."""
+    def __init__(
+        self, config: CadenceConfig, on_ready: Callable[[str], None], main: ServerMain
+    ) -> None:
+        """``on_ready`` gets the URL once every worker listens; each worker runs ``main``."""
         self._context = multiprocessing.get_context("spawn")
         self._config = config
+        self._main = main
         self._on_ready = on_ready
         self._workers: dict[int, _Worker] = {}
         self._restarts = _Restarts()
@@ -160,8 +171,8 @@ class WorkerPool:
         """Readable when a signal came (``run`` makes it)."""
 
     def run(self) -> int:
-        """Run the workers until a signal stops them all; returns the exit status (0, or 1
-        when the pool could not start). Call it on the main thread: it sets the signals'
+        """Run the workers until a signal stops them all; returns the exit status (0, or that
+        of a worker that failed to start). Call it on the main thread: it sets the signals'
         handlers."""
         metrics_dir, own_dir = self._metrics_dir()
         previous = {s: signal.signal(s, self._received) for s in (signal.SIGINT, signal.SIGTERM)}
@@ -192,7 +203,7 @@ class WorkerPool:
                 if worker.process.is_alive():
                     worker.process.kill()
                     worker.process.join()
-            return 1
+            return exc.status
         finally:
             signal.set_wakeup_fd(previous_wakeup)
             wakeup.close()
@@ -253,6 +264,7 @@ class WorkerPool:
         process = self._context.Process(
             target=run_worker,
             args=(
+                self._main,
                 self._config.model_dump(mode="json"),
                 LogSettings.of_this_process(index),
                 sending,
@@ -315,7 +327,10 @@ class WorkerPool:
                 logger.info("worker %d (pid %s) stopped: %s", index, pid, status)
                 continue
             if not worker.listening and not self._announced:
-                raise WorkerPoolError(f"worker {index} failed to start ({status}): see its log")
+                code = worker.process.exitcode
+                raise WorkerPoolError(
+                    f"worker {index} failed to start ({status})", code if code and code > 0 else 1
+                )
             pause = self._restarts.schedule(index, now - worker.started_at, now)
             logger.error(
                 "worker %d (pid %s) died: %s; its calls ended; restarting it in %.0f s",

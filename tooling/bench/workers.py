@@ -42,6 +42,7 @@ from typing import Any
 import psutil
 from websockets.exceptions import ConnectionClosed
 
+from cadence.pipeline.config import CadenceConfig
 from cadence.tooling.bench.manifest import ManifestClip
 from cadence.tooling.bench.stats import percentiles
 from cadence.tooling.bench.turn_bench import LEAD_MS, MAX_REPLY_WAIT_MS, POLL_MS, TAIL_MS
@@ -153,22 +154,22 @@ async def place_call(url: str, clip: CallerClip, result: CallResult, origin: flo
 class ServerProcess:
     """``cadence serve --workers N`` on a free loopback port, in a process group of its own."""
 
-    def __init__(self, workers: int, config: Path | None, log: Path | None = None) -> None:
-        """``log``: where the server's output goes (by default, this process's)."""
+    def __init__(self, workers: int, config: Path, log: Path | None = None) -> None:
+        """``config``: a configuration file; ``log``: where the server's output goes (by
+        default, this process's)."""
         self.workers = workers
         self.log = log
         self.port = _free_port()
-        command = [
+        self.command = [
             str(Path(sys.executable).with_name("cadence")),  # the command a deployment runs
             "serve",
+            "--config",
+            str(config),
             "--port",
             str(self.port),
             "--workers",
             str(workers),
         ]
-        if config is not None:
-            command += ["--config", str(config)]
-        self.command = command
         self.process: asyncio.subprocess.Process | None = None
 
     @property
@@ -373,12 +374,23 @@ def bench_workers(
     workers: Sequence[int],
     levels: Sequence[int],
     minutes: float,
-    config: Path | None,
+    config: CadenceConfig,
     out: Path,
 ) -> dict[str, Any]:
     """Every run, one after the other, each on a fresh pool; a run whose file is in ``out``
-    is read back, not run again (a long benchmark resumes where it stopped)."""
+    is read back, not run again (a long benchmark resumes where it stopped).
+
+    Every server runs ``config`` with room for every caller in each worker
+    (``server.max_sessions``) and no trace log: a caller who hangs up and calls again at once
+    may find the last call not yet released, and refusals at the limit would lighten one
+    worker's load and not the other's."""
     out.mkdir(parents=True, exist_ok=True)
+    roomy = config.server.model_copy(update={"max_sessions": 2 * max(levels)})
+    no_log = config.tracing.model_copy(update={"jsonl_path": None})
+    settings = out / "config.json"
+    settings.write_text(
+        config.model_copy(update={"server": roomy, "tracing": no_log}).model_dump_json(indent=1)
+    )
     caller_clips = [CallerClip.of(clip) for clip in clips]
     runs: list[dict[str, Any]] = []
     plan: list[tuple[str, int, int, str | None]] = [
@@ -391,7 +403,7 @@ def bench_workers(
         if not saved.exists():
             run = RunResult(name, n, level, minutes)
             log = out / f"{name}.server.log"
-            asyncio.run(_run_on_fresh_pool(run, caller_clips, config, event, log))
+            asyncio.run(_run_on_fresh_pool(run, caller_clips, settings, event, log))
             saved.write_text(json.dumps(run.figures() | {"calls_detail": _details(run)}, indent=1))
         runs.append(json.loads(saved.read_text()))
     report = {"runs": [{k: v for k, v in r.items() if k != "calls_detail"} for r in runs]}
@@ -400,7 +412,7 @@ def bench_workers(
 
 
 async def _run_on_fresh_pool(
-    run: RunResult, clips: Sequence[CallerClip], config: Path | None, event: str | None, log: Path
+    run: RunResult, clips: Sequence[CallerClip], config: Path, event: str | None, log: Path
 ) -> None:
     server = ServerProcess(run.workers, config, log)
     try:

@@ -91,11 +91,10 @@ def bench_workers(
 
     counts = _numbers(workers, "--workers")
     levels = _numbers(sessions, "--sessions")
-    if config is not None:
-        load_config_or_exit(config)  # a bad file fails here, not in every server started
+    settings = load_config_or_exit(config)
     clips = [c for c in read_manifest(manifest) if c.telephone_path]
     report = run_bench(
-        clips, workers=counts, levels=levels, minutes=minutes, config=config, out=out
+        clips, workers=counts, levels=levels, minutes=minutes, config=settings, out=out
     )
     command = shlex.join(["cadence", *sys.argv[1:]])
     text = render_markdown(report, command, machine_description())

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from collections.abc import Callable
 from pathlib import Path
 
 import typer
@@ -16,7 +17,7 @@ from pydantic import ValidationError
 from rich.console import Console
 
 from cadence.llm.checkpoint import CheckpointError
-from cadence.pipeline.config import ServerConfig, TelephonyConfig
+from cadence.pipeline.config import CadenceConfig, ServerConfig, TelephonyConfig
 from cadence.tooling.cli.config_option import CONFIG_OPTION, EXIT_BAD_CONFIG, load_config_or_exit
 
 
@@ -46,9 +47,6 @@ def serve(
     SIGTERM drains (the calls in progress finish, server.drain_timeout_s at most); Ctrl-C
     closes at once.
     """
-    from cadence.web.access import AccessConfigError
-    from cadence.web.server import serve_until_stopped
-
     if logging.getLogger().getEffectiveLevel() > logging.DEBUG:
         # Both log every HTTP request and every ICE candidate pair at INFO.
         for chatty in ("websockets.server", "aioice"):
@@ -76,16 +74,29 @@ def serve(
     if server.workers > 1:
         from cadence.web.workers import WorkerPool
 
-        # Each worker reports its own failure to start; the pool exits with 1 after it.
-        raise typer.Exit(WorkerPool(settings, ready).run())
+        # Each worker runs `run_server`, which reports its own failure to start.
+        raise typer.Exit(WorkerPool(settings, ready, run_server).run())
+    raise typer.Exit(run_server(settings, ready))
+
+
+def run_server(settings: CadenceConfig, on_ready: Callable[[str], None]) -> int:
+    """One server process, until it is stopped; its exit status. A failure to start is told
+    in one line that names what to fix: a model or secret the configuration lacks
+    (``EXIT_BAD_CONFIG``), a port that cannot be bound (1). A worker of ``--workers`` runs
+    this too."""
+    from cadence.web.access import AccessConfigError
+    from cadence.web.server import serve_until_stopped
+
+    err = Console(stderr=True, soft_wrap=True)
     try:
-        asyncio.run(serve_until_stopped(settings, ready))
+        asyncio.run(serve_until_stopped(settings, on_ready))
     except (CheckpointError, AccessConfigError) as exc:
         err.print(f"[bold red]error[/] {exc}", highlight=False)
-        raise typer.Exit(EXIT_BAD_CONFIG) from exc
+        return EXIT_BAD_CONFIG
     except OSError as exc:
-        where = f"{server.host}:{server.port}"
-        if telephony.audiosocket:
-            where += f" and {telephony.audiosocket}"
+        where = f"{settings.server.host}:{settings.server.port}"
+        if settings.telephony.audiosocket:
+            where += f" and {settings.telephony.audiosocket}"
         err.print(f"[bold red]cannot listen on {where}[/] {exc}")
-        raise typer.Exit(1) from exc
+        return 1
+    return 0
