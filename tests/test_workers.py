@@ -5,7 +5,9 @@ clip's true end of speech.
 In process: ``/readyz`` follows fullness while ``/healthz`` stays alive; a drain lets the call
 in progress finish its turn and refuses a newcomer as ``draining``; a drain past its timeout
 leaves the rest to the close. Then the real ``cadence serve --workers 2``, in processes of
-its own: two workers answer calls on one port; one killed mid-call ends only its own call —
+its own: two workers answer calls on one port, and a scrape of ``/metrics`` counts the calls
+of both; a pool whose workers cannot start exits with the reason; one killed mid-call ends only
+its own call —
 the other worker's goes on and is answered — and is replaced; SIGTERM drains the pool (the
 call in progress is answered, a newcomer refused as ``draining``) and it exits with 0.
 """
@@ -15,6 +17,7 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import re
 import signal
 import time
 import urllib.error
@@ -149,6 +152,13 @@ def pool_config(tmp_path: Path) -> Path:
     return path
 
 
+async def sessions_by_pid(pool: ServerProcess) -> dict[str, str]:
+    """``cadence_sessions`` of ``/metrics``, by worker pid."""
+    url = f"http://127.0.0.1:{pool.port}/metrics"
+    text = await asyncio.to_thread(lambda: urllib.request.urlopen(url, timeout=10).read())
+    return dict(re.findall(r'^cadence_sessions\{pid="(\d+)"\} (\S+)$', text.decode(), re.M))
+
+
 def worker_of(pool: ServerProcess, phone: TwilioPhone) -> int | None:
     """The worker process that holds ``phone``'s connection."""
     for pid in pool.worker_pids():
@@ -200,6 +210,15 @@ async def test_two_workers_on_one_port_a_killed_one_is_replaced_and_sigterm_drai
             await phone.hang_up()
         assert len(phones) == 2, "16 calls all went to one worker"
         (victim, doomed), (survivor, kept) = phones.items()
+
+        # Whichever worker answers a scrape, the metrics are every worker's (the spare
+        # calls may take a moment to be released).
+        expected = {str(victim): "1.0", str(survivor): "1.0"}
+        for _ in range(50):
+            if (sessions := await sessions_by_pid(pool)) == expected:
+                break
+            await asyncio.sleep(0.1)
+        assert sessions == expected
 
         # Both workers answer a turn each, at once, on the one port.
         answered = await asyncio.gather(converse(doomed, speech), converse(kept, speech))

@@ -217,11 +217,6 @@ class WorkerPool:
                 shutil.rmtree(metrics_dir, ignore_errors=True)
                 del os.environ[MULTIPROCESS_DIR_ENV]
 
-    @property
-    def pids(self) -> dict[int, int | None]:
-        """Each worker's process id, by index."""
-        return {index: worker.process.pid for index, worker in self._workers.items()}
-
     # --- inside -------------------------------------------------------------------------------
 
     def _received(self, signum: int, frame: FrameType | None) -> None:
