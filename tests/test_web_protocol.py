@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import gc
 import json
+import os
 import signal
 import subprocess
 import sys
@@ -92,7 +93,13 @@ async def test_the_page_health_and_metrics_are_served(server: CadenceServer) -> 
     assert (status, content_type) == (200, "text/javascript; charset=utf-8")
     status, _, body = await asyncio.to_thread(get, server, "/healthz")
     assert status == 200
-    assert json.loads(body) == {"status": "ok", "sessions": 0, "max_sessions": 2}
+    assert json.loads(body) == {
+        "status": "ok",
+        "sessions": 0,
+        "max_sessions": 2,
+        "draining": False,
+        "pid": os.getpid(),
+    }
     status, _, body = await asyncio.to_thread(get, server, "/metrics")
     assert status == 200
     assert b"cadence_sessions 0.0" in body

@@ -12,7 +12,9 @@ traces: each call is judged by what its caller heard.
 * **CPU per call**: the CPU time of the pool and its workers over a level, divided by the
   seconds of calls in progress — cores a call keeps busy, at that load.
 * **which worker**: every second, each worker's established connections on the port (its
-  calls), to see how evenly the kernel spreads them.
+  calls), to see how evenly the kernel spreads them; and, as the control, the same calls
+  spread perfectly evenly over two lone servers (``even-cN``: each caller keeps to one of
+  them) — what a parent handing each call to the least busy worker would at best achieve.
 * **a worker killed**: ``SIGKILL`` to one worker of two while calls run; its calls in
   progress at that moment are counted, and every call cut is set against them.
 * **a drain**: ``SIGTERM`` to the pool while calls run; every call in progress then should
@@ -257,6 +259,8 @@ class RunResult:
     workers: int
     callers: int
     minutes: float
+    servers: int = 1
+    """Lone servers the callers are split between (the even-spread control), or 1: a pool."""
     calls: list[CallResult] = field(default_factory=list)
     cpu_s: float = 0.0
     call_s: float = 0.0
@@ -273,6 +277,7 @@ class RunResult:
         return {
             "name": self.name,
             "workers": self.workers,
+            "servers": self.servers,
             "callers": self.callers,
             "minutes": self.minutes,
             "calls": len(self.calls),
@@ -288,36 +293,40 @@ class RunResult:
 
 
 async def run_load(
-    server: ServerProcess,
+    servers: Sequence[ServerProcess],
     clips: Sequence[CallerClip],
     run: RunResult,
     *,
     at_event: float | None = None,
     event: str | None = None,
 ) -> None:
-    """``run.callers`` callers for ``run.minutes``; ``event`` (``kill`` or ``drain``) happens
-    ``at_event`` seconds in."""
+    """``run.callers`` callers for ``run.minutes``, caller ``i`` calling ``servers[i % n]``;
+    ``event`` (``kill`` or ``drain``, on a single pool) happens ``at_event`` seconds in."""
+    server = servers[0]
     origin = time.monotonic()
     deadline = origin + 60.0 * run.minutes
     numbers = itertools.count()
     stopped = asyncio.Event()
 
     def server_gone() -> bool:
-        return server.process is not None and server.process.returncode is not None
+        return all(s.process is not None and s.process.returncode is not None for s in servers)
+
+    def calls_by_worker() -> dict[int, int]:
+        return {pid: n for s in servers for pid, n in s.calls_by_worker().items()}
 
     async def caller(index: int) -> None:
         # After a drain began, callers go on calling (and are refused) until the pool exits.
         while time.monotonic() < deadline and not (stopped.is_set() and server_gone()):
             clip = clips[next(numbers) % len(clips)]
             result = CallResult(index, time.monotonic() - origin)
-            await place_call(server.twilio_url, clip, result, origin)
+            await place_call(servers[index % len(servers)].twilio_url, clip, result, origin)
             run.calls.append(result)
             if result.outcome in (CallOutcome.REFUSED, CallOutcome.UNREACHABLE, CallOutcome.CUT):
                 await asyncio.sleep(RETRY_AFTER_S)
 
     async def watch() -> None:
         while True:
-            run.spread.append({str(pid): n for pid, n in server.calls_by_worker().items()})
+            run.spread.append({str(pid): n for pid, n in calls_by_worker().items()})
             await asyncio.sleep(SAMPLE_EVERY_S)
 
     async def act() -> None:
@@ -334,7 +343,7 @@ async def run_load(
             server.signal(signal.SIGTERM)
             stopped.set()
 
-    cpu_before = server.cpu_seconds()
+    cpu_before = sum(s.cpu_seconds() for s in servers)
     watcher = asyncio.create_task(watch())
     actor = asyncio.create_task(act())
     try:
@@ -344,7 +353,7 @@ async def run_load(
         watcher.cancel()
         actor.cancel()
         await asyncio.gather(watcher, actor, return_exceptions=True)
-    run.cpu_s = server.cpu_seconds() - cpu_before
+    run.cpu_s = sum(s.cpu_seconds() for s in servers) - cpu_before
     run.call_s = sum(c.ended_s - c.started_s for c in run.calls if c.outcome in _SERVED)
     if event is not None and at_event is not None:
         _judge_event(run, at_event)
@@ -396,12 +405,13 @@ def bench_workers(
     plan: list[tuple[str, int, int, str | None]] = [
         (f"w{n}-c{level}", n, level, None) for n in workers for level in levels
     ]
+    plan += [(f"even-c{max(levels)}", 1, max(levels), "even")]
     plan += [(f"kill-w2-c{max(levels)}", 2, max(levels), "kill")]
     plan += [(f"drain-w2-c{max(levels)}", 2, max(levels), "drain")]
     for name, n, level, event in plan:
         saved = out / f"{name}.json"
         if not saved.exists():
-            run = RunResult(name, n, level, minutes)
+            run = RunResult(name, n, level, minutes, servers=2 if event == "even" else 1)
             log = out / f"{name}.server.log"
             asyncio.run(_run_on_fresh_pool(run, caller_clips, settings, event, log))
             saved.write_text(json.dumps(run.figures() | {"calls_detail": _details(run)}, indent=1))
@@ -414,13 +424,15 @@ def bench_workers(
 async def _run_on_fresh_pool(
     run: RunResult, clips: Sequence[CallerClip], config: Path, event: str | None, log: Path
 ) -> None:
-    server = ServerProcess(run.workers, config, log)
+    servers = [ServerProcess(run.workers, config, log) for _ in range(run.servers)]
     try:
-        await server.start()
-        at = EVENT_AFTER_S if event else None
-        await run_load(server, clips, run, at_event=at, event=event)
+        for server in servers:
+            await server.start()
+        at = EVENT_AFTER_S if event in ("kill", "drain") else None
+        await run_load(servers, clips, run, at_event=at, event=None if at is None else event)
     finally:
-        run.event["exit_status"] = await server.stop()
+        statuses = [await server.stop() for server in servers]
+        run.event["exit_status"] = statuses[0] if len(statuses) == 1 else statuses
 
 
 def _details(run: RunResult) -> list[dict[str, Any]]:
@@ -466,7 +478,7 @@ def render_markdown(report: dict[str, Any], command: str, machine: str) -> str:
         cpu = run["cpu_s_per_call_s"]
         share = run["busiest_worker_share_p50"]
         lines.append(
-            f"| {run['name']} | {run['workers']} | {run['callers']} | {run['calls']} "
+            f"| {run['name']} | {_workers(run)} | {run['callers']} | {run['calls']} "
             f"| {o['answered']} | {o['talked_over']} | {o['unanswered']} | {o['refused']} "
             f"| {o['cut']} | {o['unreachable']} | {_ms(v2v['p50'])} | {_ms(v2v['p95'])} "
             f"| {'—' if cpu is None else f'{cpu:.2f}'} "
@@ -492,6 +504,11 @@ def render_markdown(report: dict[str, Any], command: str, machine: str) -> str:
                 f"{event['exit_status']}.",
             ]
     return "\n".join(lines) + "\n"
+
+
+def _workers(run: dict[str, Any]) -> str:
+    servers = run.get("servers", 1)
+    return str(run["workers"]) if servers == 1 else f"{servers} lone servers, even"
 
 
 def _ms(value: float | None) -> str:
