@@ -168,16 +168,20 @@ def worker_of(pool: ServerProcess, phone: TwilioPhone) -> int | None:
     return None
 
 
-async def test_a_pool_whose_workers_cannot_start_exits_with_the_reason(tmp_path: Path) -> None:
+async def test_a_pool_whose_workers_cannot_start_exits_with_the_reason(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A secret the configuration names but the environment lacks: each worker fails at once.
+    monkeypatch.delenv("CADENCE_TEST_ABSENT_TOKEN", raising=False)
     config = web_config().model_dump(mode="json")
-    config["models"]["llm"]["checkpoint"] = str(tmp_path / "missing.pt")
+    config["server"]["auth_token_env"] = "CADENCE_TEST_ABSENT_TOKEN"
     path = tmp_path / "bad.json"
     path.write_text(json.dumps(config))
     pool = ServerProcess(2, path, log=tmp_path / "server.log")
     with pytest.raises(RuntimeError, match="exited with 2"):  # the CLI's bad configuration
         await pool.start()
     log = (tmp_path / "server.log").read_text()
-    assert "models.llm.checkpoint" in log, log
+    assert "server.auth_token_env names $CADENCE_TEST_ABSENT_TOKEN, which is not set" in log, log
     assert "failed to start" in log, log
 
 

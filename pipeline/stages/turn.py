@@ -273,8 +273,13 @@ class TurnStage(Stage):
             return
         if self._reply is None or self._reply.user_text != text:
             await self._answer(text, frame.at_ms)
-        reply = self._reply
-        assert reply is not None
+        assert self._reply is not None
+        await self._commit_when_due(self._reply)
+
+    async def _commit_when_due(self, reply: _ReplyAttempt) -> None:
+        """Commit ``reply`` once the end-of-turn wait its words call for has passed since the
+        end of speech — at once if it has — unless the caller speaks first (``_on_speech``)."""
+        text = reply.user_text
         reply.end_of_turn_p = self._end_of_turn.probability(text, agent_text=self._agent_text())
         reply.wait_ms = self._end_of_turn.wait_ms(reply.end_of_turn_p)
         due_ms = self._speech_end_ms + reply.wait_ms
@@ -361,7 +366,9 @@ class TurnStage(Stage):
         self._next_index += 1
         self._reply = reply
         reply.task = self.spawn(self._speak(reply, self._config.hold_reply), name="hold-reply")
-        await self._commit()
+        # "Hold on," may be the start of "hold on, let me find my card": the acknowledgement
+        # waits as any reply does, and is dropped if the caller goes on.
+        await self._commit_when_due(reply)
 
     async def _ask_to_repeat(self, at_ms: float) -> None:
         """The caller's words were lost: ask for them again, as a committed turn of its own."""
