@@ -34,8 +34,8 @@ from websockets.asyncio.client import connect
 from websockets.exceptions import ConnectionClosed
 
 from cadence.tooling.bench.manifest import ManifestClip
+from cadence.tooling.bench.runners import CallerClip
 from cadence.tooling.bench.workers import (
-    CallerClip,
     CallOutcome,
     CallResult,
     ServerProcess,

@@ -13,7 +13,8 @@ The traces are the server's (its ``on_event`` hook), so every stage is measured 
 terms as in process; ``user_speech_end`` is the clip's true end of speech, and
 ``audio_heard_first`` when the emulator heard each reply (``tooling/emulators/hearing.py``),
 both carried from the emulator's clock onto the session's. Each call waits for a reply heard
-after the true end of speech, as ``run_turn`` does.
+after the true end of speech, as ``run_turn`` does: ``speak_and_listen``, which ``cadence
+bench-workers`` (``tooling/bench/workers.py``) has its callers use too.
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ from abc import ABC, abstractmethod
 from collections import defaultdict
 from collections.abc import Iterator
 from contextlib import AsyncExitStack, contextmanager
+from dataclasses import dataclass
 from types import TracebackType
 from typing import Self
 
@@ -46,6 +48,7 @@ from cadence.tooling.bench.turn_bench import (
 )
 from cadence.tooling.emulators.browser import BrowserEmulator
 from cadence.tooling.emulators.twilio import TwilioEmulator
+from cadence.voice.audio import PCM16
 from cadence.voice.audio.speech_bounds import speech_bounds_ms
 from cadence.voice.audio.wavfile import read_audio
 from cadence.web.serializers.twilio import SAMPLE_RATE as TELEPHONE_RATE
@@ -54,6 +57,9 @@ from cadence.web.signaling import CloseCode
 from cadence.web.transports.webrtc import SIGNALING_PATH
 
 SPEECH_RATE = 16000
+QUIET_MS = 1000.0
+"""Before speaking again on a call, the caller waits until the agent has been silent this
+long."""
 
 
 class CallRefusedError(RuntimeError):
@@ -159,8 +165,52 @@ def _refusal(call_id: str) -> Iterator[None]:
 def _session(server: CadenceServer, call_id: str) -> VoiceSession:
     call = server.calls.get(call_id)
     if call is None or call.session is None:
-        raise RuntimeError(f"{call_id}: the server did not open the call within {LEAD_MS} ms")
+        raise RuntimeError(f"{call_id}: the server has not opened the call")
     return call.session
+
+
+@dataclass(frozen=True)
+class CallerClip:
+    """A clip as a phone caller says it: at 8 kHz (its telephone file where the manifest has
+    one, else resampled as a phone line would), and where its speech truly ends."""
+
+    id: str
+    audio: PCM16
+    speech_end_ms: float
+
+    @classmethod
+    def of(cls, clip: ManifestClip) -> CallerClip:
+        audio = read_audio(clip.telephone_path or clip.path, TELEPHONE_RATE)
+        return cls(clip.id, audio, speech_bounds_ms(audio, TELEPHONE_RATE)[1])
+
+
+@dataclass(frozen=True)
+class SpokenTurn:
+    """One turn a phone caller spoke, on the phone's clock."""
+
+    true_end_ms: float
+    """The true end of the caller's speech."""
+    heard_at_ms: list[float]
+    """When each audible window of reply audio began, from when the caller began speaking."""
+
+
+async def speak_and_listen(phone: TwilioEmulator, clip: CallerClip) -> SpokenTurn:
+    """On a call in progress: once the agent is quiet, say ``clip``, then keep the line open
+    (silence) until a reply is heard after its true end of speech, or ``MAX_REPLY_WAIT_MS``.
+    Raises ``ConnectionClosed`` if the server's side goes away meanwhile."""
+    await phone.pause(LEAD_MS)  # a new call's session opens meanwhile
+    # A caller lets the agent finish: the previous reply may still be playing.
+    while (heard := phone.heard_at_ms()) and phone.now_ms() - heard[-1] < QUIET_MS:
+        await phone.pause(POLL_MS)
+    speaking_from = phone.position_ms
+    true_end = speaking_from + clip.speech_end_ms
+    await phone.say(clip.audio, TELEPHONE_RATE)
+    await phone.pause(TAIL_MS)
+    while not answered(phone.heard_at_ms(), true_end) and (
+        phone.position_ms - true_end < MAX_REPLY_WAIT_MS
+    ):
+        await phone.pause(POLL_MS)
+    return SpokenTurn(true_end, [at for at in phone.heard_at_ms() if at >= speaking_from])
 
 
 class TwilioTurnRunner(CallRunner):
@@ -172,31 +222,22 @@ class TwilioTurnRunner(CallRunner):
         self, clip: ManifestClip, variant: Variant, session_id: str, concurrency: int
     ) -> list[TurnTrace]:
         server = await self._server(variant)
-        audio = read_audio(clip.telephone_path or clip.path, TELEPHONE_RATE)
-        _, speech_end = speech_bounds_ms(audio, TELEPHONE_RATE)
         stream_sid = "MZ" + re.sub(r"[^A-Za-z0-9_-]", "_", session_id)[:62]
         call_id = f"twilio-{stream_sid}"
         url = f"ws://127.0.0.1:{server.port}{server.config.telephony.twilio_path}"
         # A full server closes with 1013 at once, while the stream is still opening.
         with _refusal(call_id):
             async with TwilioEmulator(url, stream_sid=stream_sid) as phone:
-                await phone.pause(LEAD_MS)  # the session opens meanwhile
-                session = _session(server, call_id)
-                offset_ms = session.clock.now_ms() - phone.now_ms()  # emulator → session
-                true_end = phone.position_ms + speech_end
-                await phone.say(audio, TELEPHONE_RATE)
-                await phone.pause(TAIL_MS)
-                while not answered(phone.heard_at_ms(), true_end) and (
-                    phone.position_ms - true_end < MAX_REPLY_WAIT_MS
-                ):
-                    await phone.pause(POLL_MS)
+                turn = await speak_and_listen(phone, CallerClip.of(clip))
+                # Both clocks count `perf_counter` milliseconds: their offset is constant.
+                offset_ms = _session(server, call_id).clock.now_ms() - phone.now_ms()
         return await self._measured(
             call_id,
             clip,
             variant,
             concurrency,
-            true_end_ms=true_end + offset_ms,
-            heard_at_ms=[at + offset_ms for at in phone.heard_at_ms()],
+            true_end_ms=turn.true_end_ms + offset_ms,
+            heard_at_ms=[at + offset_ms for at in turn.heard_at_ms],
         )
 
 

@@ -46,14 +46,10 @@ from websockets.exceptions import ConnectionClosed
 
 from cadence.pipeline.config import CadenceConfig
 from cadence.tooling.bench.manifest import ManifestClip
+from cadence.tooling.bench.runners import CallerClip, speak_and_listen
 from cadence.tooling.bench.stats import percentiles
-from cadence.tooling.bench.turn_bench import LEAD_MS, MAX_REPLY_WAIT_MS, POLL_MS, TAIL_MS
 from cadence.tooling.emulators.hearing import first_heard_after
 from cadence.tooling.emulators.twilio import TwilioEmulator
-from cadence.voice.audio import PCM16
-from cadence.voice.audio.speech_bounds import speech_bounds_ms
-from cadence.voice.audio.wavfile import read_audio
-from cadence.web.serializers.twilio import SAMPLE_RATE as TELEPHONE_RATE
 from cadence.web.signaling import CloseCode
 
 START_TIMEOUT_S = 180.0
@@ -61,9 +57,6 @@ START_TIMEOUT_S = 180.0
 SAMPLE_EVERY_S = 1.0
 RETRY_AFTER_S = 1.0
 """A refused or failed caller waits this long before calling again, as an auto-dialler would."""
-QUIET_MS = 1000.0
-"""Before speaking again on a call, the caller waits until the agent has been silent this
-long."""
 EVENT_AFTER_S = 20.0
 """How far into a kill or drain run the worker is killed, or the pool told to stop."""
 
@@ -95,42 +88,15 @@ class CallResult:
     detail: str = ""
 
 
-@dataclass(frozen=True)
-class CallerClip:
-    """A clip as the caller plays it: 8 kHz, and where its speech truly ends."""
-
-    id: str
-    audio: PCM16
-    speech_end_ms: float
-
-    @classmethod
-    def of(cls, clip: ManifestClip) -> CallerClip:
-        audio = read_audio(clip.telephone_path or clip.path, TELEPHONE_RATE)
-        return cls(clip.id, audio, speech_bounds_ms(audio, TELEPHONE_RATE)[1])
-
-
 async def converse(phone: TwilioEmulator, clip: CallerClip) -> tuple[CallOutcome, float | None]:
-    """On a call in progress: once the agent is quiet, say ``clip``, then keep the line open
-    (silence) until a reply is heard after its true end of speech, or ``MAX_REPLY_WAIT_MS``;
-    the turn's outcome and voice-to-voice. Raises ``ConnectionClosed`` if the server's side
-    goes away meanwhile."""
-    await phone.pause(LEAD_MS)
-    # A caller lets the agent finish: the previous reply may still be playing.
-    while (heard := phone.heard_at_ms()) and phone.now_ms() - heard[-1] < QUIET_MS:
-        await phone.pause(POLL_MS)
-    speaking_from = phone.position_ms
-    true_end = speaking_from + clip.speech_end_ms
-    await phone.say(clip.audio, TELEPHONE_RATE)
-    await phone.pause(TAIL_MS)
-    while first_heard_after(phone.heard_at_ms(), true_end) is None and (
-        phone.position_ms - true_end < MAX_REPLY_WAIT_MS
-    ):
-        await phone.pause(POLL_MS)
-    heard = [at for at in phone.heard_at_ms() if at >= speaking_from]
-    if heard and heard[0] < true_end:
+    """On a call in progress, one turn (``speak_and_listen``) judged by what the caller heard:
+    its outcome and voice-to-voice."""
+    turn = await speak_and_listen(phone, clip)
+    heard = turn.heard_at_ms
+    if heard and heard[0] < turn.true_end_ms:
         return CallOutcome.TALKED_OVER, None
-    if (first := first_heard_after(heard, true_end)) is not None:
-        return CallOutcome.ANSWERED, first - true_end
+    if (first := first_heard_after(heard, turn.true_end_ms)) is not None:
+        return CallOutcome.ANSWERED, first - turn.true_end_ms
     return CallOutcome.UNANSWERED, None
 
 
