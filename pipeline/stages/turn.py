@@ -482,7 +482,7 @@ class TurnStage(Stage):
                 await self._pause_speech(reply)
                 self._start_filler(reply)
                 conversation.append(Turn("agent", round_.text, tool_calls=_as_sent(calls)))
-                results = await self._run_calls(reply, number, round_)
+                results = await self._run_calls(reply, number, round_, tuple(conversation))
                 conversation += [Turn("tool", r.content, tool_call_id=r.call.id) for r in results]
                 if reply.goodbye:
                     break  # the goodbye is what was said with the call (or tools.goodbye)
@@ -552,11 +552,15 @@ class TurnStage(Stage):
             timer.cancel()
 
     async def _run_calls(
-        self, reply: _ReplyAttempt, number: int, round_: _Round
+        self, reply: _ReplyAttempt, number: int, round_: _Round, conversation: tuple[Turn, ...]
     ) -> list[ToolResult]:
         """Run the round's calls side by side; their results, in the order called."""
         context = ToolContext(
-            self._session_id, reply.reply_index, self.keypad, lambda why: _end_after(reply, why)
+            self._session_id,
+            reply.reply_index,
+            self.keypad,
+            conversation,
+            lambda why: _end_after(reply, why),
         )
         return await asyncio.gather(
             *(self._run_call(reply, number, round_, call, context) for call in round_.calls)

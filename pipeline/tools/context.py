@@ -3,9 +3,10 @@ tool function that declares a parameter of this type."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
+from cadence.llm.dialogue import Turn
 from cadence.pipeline.tools.keypad import Keypad
 
 
@@ -17,6 +18,9 @@ class ToolContext:
     """The reply that called the tool."""
     keypad: Keypad
     """The keys the caller pressed, and reads of the ones to come."""
+    conversation: Sequence[Turn]
+    """The call so far as the model read it: what was said, and what tools returned — the
+    reply's earlier rounds and this round's call included."""
     _end_call: Callable[[str], None] = field(repr=False)
 
     def end_call(self, reason: str = "the agent ended the call") -> None:

@@ -16,6 +16,10 @@ descriptions can call too. The data is a catalogue built from the corpora's own 
   (the restaurant's address and phone, the event's venue), like the corpus's confirmations;
   one that names a restaurant, event, hotel… the catalogue does not have returns no rows.
   Nothing is booked anywhere.
+* Before either, the arguments are **grounded** in the conversation
+  (:mod:`cadence.pipeline.tools.grounding`): a city, cuisine, date, time or count the model
+  wrote that the caller never said gives way to the one they did say ("next Tuesday" read as
+  ``2019-03-05``), and an empty name to the one the last search returned.
 
 The corpus's world is fixed in time: its "today" is 2019-03-01, and its dates and results
 follow from it.
@@ -23,9 +27,11 @@ follow from it.
 
 from __future__ import annotations
 
+import datetime
 import functools
 import gzip
 import json
+import logging
 from collections.abc import Sequence
 from dataclasses import dataclass
 from importlib import resources
@@ -34,13 +40,21 @@ from typing import Annotated, Any
 
 from pydantic import Field
 
+from cadence.llm.dialogue import Turn
+from cadence.pipeline.tools.context import ToolContext
+from cadence.pipeline.tools.grounding import GroundedCall, SlotKind, ground_call, slot_kind
 from cadence.pipeline.tools.tool import Tool, tool_from_fields
+
+logger = logging.getLogger(__name__)
 
 CATALOGUE = "sgd_services.json.gz"
 """The packaged catalogue (``cadence.pipeline.tools/data``)."""
 RESULTS_SHOWN = 5
 """Rows a search returns, as the corpus's services did."""
 DONT_CARE = "dontcare"
+TODAY = datetime.date(2019, 3, 1)
+"""The corpus's "today" (a Friday): its dates follow from it, and callers' dates are read
+relative to it."""
 
 
 class ServiceUnavailableError(ValueError):
@@ -111,6 +125,45 @@ class SGDCatalogue:
             )
         return found
 
+    def method_named(self, services: Sequence[str], name: str) -> ServiceMethod | None:
+        """The method called ``name`` of one of ``services``, if they have one."""
+        for service in services:
+            if (method := self.methods.get(f"{service}.{name}")) is not None:
+                return method
+        return None
+
+    def ground(
+        self, method: ServiceMethod, arguments: dict[str, str], conversation: Sequence[Turn]
+    ) -> GroundedCall:
+        """``arguments`` of a call of ``method`` grounded in ``conversation``
+        (:func:`ground_call`), as the services run it."""
+        key = f"{method.service}.{method.name}"
+        if key not in self._slot_kinds:
+            values = self._slot_values.get(method.service, {})
+            self._slot_kinds[key] = {
+                slot: slot_kind(slot, method.slot_values.get(slot, ()), values.get(slot, ()))
+                for slot in (*method.required, *method.optional)
+            }
+        return ground_call(
+            arguments, self._slot_kinds[key], method.slot_values, conversation, TODAY
+        )
+
+    @functools.cached_property
+    def _slot_kinds(self) -> dict[str, dict[str, SlotKind]]:
+        """``Service.Method`` → how each slot is read, filled as methods are grounded."""
+        return {}
+
+    @functools.cached_property
+    def _slot_values(self) -> dict[str, dict[str, set[str]]]:
+        """Service → slot → the values its rows hold."""
+        found: dict[str, dict[str, set[str]]] = {}
+        for key, rows in self.rows.items():
+            slots = found.setdefault(key.split(".")[0], {})
+            for row in rows:
+                for slot, value in row.items():
+                    slots.setdefault(slot, set()).add(value)
+        return found
+
     def search(self, method: ServiceMethod, arguments: dict[str, str]) -> dict[str, Any]:
         """The rows of ``method`` that match every argument given."""
         wanted = {k: _norm(v) for k, v in arguments.items() if v and _norm(v) != DONT_CARE}
@@ -174,16 +227,26 @@ def _method_tool(method: ServiceMethod, catalogue: SGDCatalogue) -> Tool:
         )
         fields[slot] = (Annotated[str, described], method.optional.get(slot, ...))
 
-    async def run(**arguments: str) -> dict[str, Any]:
+    async def run(context: ToolContext, **arguments: str) -> dict[str, Any]:
+        grounded = catalogue.ground(method, arguments, context.conversation)
+        if grounded.replaced or grounded.ungrounded:
+            logger.info(
+                "%s: %s grounded: %s; not said nor returned: %s",
+                context.session_id,
+                method.name,
+                ", ".join(f"{k} {a!r} -> {b!r}" for k, (a, b) in grounded.replaced.items()),
+                ", ".join(grounded.ungrounded) or "none",
+            )
         if method.transactional:
-            return catalogue.transact(method, arguments)
-        return catalogue.search(method, arguments)
+            return catalogue.transact(method, grounded.arguments)
+        return catalogue.search(method, grounded.arguments)
 
     return tool_from_fields(
         run,
         method.name,
         f"{method.description} ({method.service}).",
         fields,
+        "context",
         read_only=not method.transactional,
     )
 

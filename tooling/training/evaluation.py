@@ -30,10 +30,11 @@ from cadence.llm.decoding import ReplyStats
 from cadence.llm.dialogue import Turn
 from cadence.llm.generator import GeneratorOptions
 from cadence.llm.result_slots import ResultRow
+from cadence.pipeline.tools.sgd_services import packaged_catalogue
 from cadence.tooling.training.corpus import Dialogue
 from cadence.tooling.training.in_lane import behaves, lane_kind
 from cadence.tooling.training.objectives import collate
-from cadence.tooling.training.tool_evaluation import ToolUseTally
+from cadence.tooling.training.tool_evaluation import ToolUseTally, grounded_call
 from cadence.tooling.training.trainer import Objective, loss_function, windows_to_batches
 
 ELBO_SAMPLES = 4
@@ -116,6 +117,7 @@ def evaluate_backend(
     stats_list: list[ReplyStats] = []
     samples: list[dict[str, str]] = []
     tally = ToolUseTally()
+    catalogue = packaged_catalogue()
     lane: dict[str, list[bool]] = {}
     calls = loaded.tokenizer.knows_tools
 
@@ -135,7 +137,11 @@ def evaluate_backend(
             stats = _generate(decoder, prompt(history), calls, result)
             stats_list.append(stats)
             if turn.tool_calls:
-                tally.add_call_turn(stats.tool_calls, turn.tool_calls[0])
+                grounded = [
+                    grounded_call(call, history, dialogue.services, catalogue)
+                    for call in stats.tool_calls[:1]
+                ]
+                tally.add_call_turn(stats.tool_calls, turn.tool_calls[0], *grounded)
             else:
                 tally.add_spoken_turn(
                     stats.text, stats.tool_calls, history, lexicon, stats.unfilled_slots

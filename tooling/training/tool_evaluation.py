@@ -24,6 +24,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 
 from cadence.llm.dialogue import ToolCall, Turn
+from cadence.pipeline.tools.sgd_services import SGDCatalogue
 
 ENTITY_SLOTS = re.compile(
     r"name|address|phone|title|venue|airline|artist|album|stylist|theater|attraction|"
@@ -109,6 +110,8 @@ class ToolUseTally:
     """… where the model called something."""
     exact: int = 0
     """… where the model's call matched the corpus's exactly."""
+    exact_grounded: int = 0
+    """… where it did once grounded in the conversation, as the offline services run it."""
     method_right: int = 0
     spoken_turns: int = 0
     """Turns where the corpus's agent spoke."""
@@ -120,17 +123,25 @@ class ToolUseTally:
     misses: list[dict[str, str]] = field(default_factory=list)
     hallucinations: list[dict[str, str]] = field(default_factory=list)
 
-    def add_call_turn(self, made: Sequence[ToolCall], wanted: ToolCall) -> None:
+    def add_call_turn(
+        self, made: Sequence[ToolCall], wanted: ToolCall, grounded: ToolCall | None = None
+    ) -> None:
+        """``grounded``: the model's first call as the services run it (default: as made)."""
         self.call_turns += 1
         if not made:
             self.misses.append({"wanted": _call_text(wanted), "made": "(spoke)"})
             return
         self.called += 1
         self.method_right += made[0].name == wanted.name
-        if same_call(made[0], wanted):
-            self.exact += 1
+        self.exact += same_call(made[0], wanted)
+        grounded = grounded or made[0]
+        if same_call(grounded, wanted):
+            self.exact_grounded += 1
         elif len(self.misses) < 20:
-            self.misses.append({"wanted": _call_text(wanted), "made": _call_text(made[0])})
+            miss = {"wanted": _call_text(wanted), "made": _call_text(made[0])}
+            if grounded != made[0]:
+                miss["grounded"] = _call_text(grounded)
+            self.misses.append(miss)
 
     def add_spoken_turn(
         self,
@@ -159,6 +170,7 @@ class ToolUseTally:
         return {
             "call_turns": self.call_turns,
             "call_exact_match": share(self.exact, self.call_turns),
+            "call_exact_match_grounded": share(self.exact_grounded, self.call_turns),
             "call_method_right": share(self.method_right, self.call_turns),
             "called_on_call_turns": share(self.called, self.call_turns),
             "spoken_turns": self.spoken_turns,
@@ -166,6 +178,23 @@ class ToolUseTally:
             "replies_with_hallucinated_entities": share(self.hallucinating_replies, replies),
             "replies_with_unfilled_slots": share(self.unfilled_replies, replies),
         }
+
+
+def grounded_call(
+    call: ToolCall, history: Sequence[Turn], services: Sequence[str], catalogue: SGDCatalogue
+) -> ToolCall:
+    """``call`` with its arguments grounded in ``history`` as the offline services run it
+    (``SGDCatalogue.ground``); as it is where ``services`` have no such method or its
+    arguments are not a JSON object."""
+    method = catalogue.method_named(services, call.name)
+    try:
+        arguments = json.loads(call.arguments or "{}")
+    except json.JSONDecodeError:
+        return call
+    if method is None or not isinstance(arguments, dict):
+        return call
+    grounded = catalogue.ground(method, {k: str(v) for k, v in arguments.items()}, history)
+    return ToolCall(call.id, call.name, json.dumps(grounded.arguments))
 
 
 def _call_text(call: ToolCall) -> str:
