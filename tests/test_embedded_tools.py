@@ -29,6 +29,8 @@ from cadence.llm.tool_text import ToolTextError, call_text, parse_call, result_t
 from cadence.llm.tools import ToolSpec
 from cadence.pipeline.config import ToolsConfig
 from cadence.pipeline.tools import BUILTIN_TOOLS, ToolSelectionError, offered_tools
+from cadence.pipeline.tools.context import ToolContext
+from cadence.pipeline.tools.keypad import Keypad
 from cadence.pipeline.tools.sgd_services import SGDCatalogue, packaged_catalogue, sgd_service_tools
 from cadence.tooling.training.corpus import read_dialogues
 from cadence.tooling.training.evaluation import evaluate_backend
@@ -363,6 +365,10 @@ def test_a_checkpoint_grows_two_tokens_for_a_corpus_with_calls(
 # ---------------------------------------------------------------------- the offline services
 
 
+NO_CONVERSATION = ToolContext("call-1", 0, Keypad(), (), lambda why: None)
+"""A call's context with nothing said yet: the arguments are run as written."""
+
+
 def _sample_catalogue(tmp_path: Path) -> SGDCatalogue:
     for split in ("train", "dev"):
         schemas = (DATA / "schemas_sample.json").read_text() if split == "train" else "[]"
@@ -387,7 +393,7 @@ def test_a_search_returns_the_corpus_rows_that_match_its_arguments(tmp_path: Pat
     tools = {t.name: t for t in sgd_service_tools(["Restaurants_1"], catalogue)}
     find = tools["FindRestaurants"]
     arguments = find.validate('{"city": "san  jose", "cuisine": "american"}')
-    found = json.loads(asyncio.run(find.call(arguments, None)))  # type: ignore[arg-type]
+    found = json.loads(asyncio.run(find.call(arguments, NO_CONVERSATION)))
     unique = {json.dumps(r, sort_keys=True): r for r in expected if r["cuisine"] == "American"}
     assert found["n_results"] == len(unique)
     assert found["results"] == list(unique.values())[:5]
@@ -403,16 +409,16 @@ def test_a_booking_confirms_with_the_details_of_what_it_names(tmp_path: Path) ->
     arguments = reserve.validate(
         '{"restaurant_name": "71 Saint Peter", "city": "San Jose", "time": "19:00"}'
     )
-    [row] = json.loads(asyncio.run(reserve.call(arguments, None)))["results"]  # type: ignore[arg-type]
+    [row] = json.loads(asyncio.run(reserve.call(arguments, NO_CONVERSATION)))["results"]
     assert row["restaurant_name"] == "71 Saint Peter"
     assert row["time"] == "19:00"
     assert row["street_address"] == "71 North San Pedro Street"  # from the corpus's rows
     assert row["party_size"] == "2"  # the schema's default
     made_up = reserve.validate('{"restaurant_name": "Bi", "city": "San Jose", "time": "19:00"}')
-    refused = json.loads(asyncio.run(reserve.call(made_up, None)))  # type: ignore[arg-type]
+    refused = json.loads(asyncio.run(reserve.call(made_up, NO_CONVERSATION)))
     assert refused == {"n_results": 0, "results": []}
     nameless = reserve.validate('{"restaurant_name": " ", "city": "San Jose", "time": "19:00"}')
-    refused = json.loads(asyncio.run(reserve.call(nameless, None)))  # type: ignore[arg-type]
+    refused = json.loads(asyncio.run(reserve.call(nameless, NO_CONVERSATION)))
     assert refused == {"n_results": 0, "results": []}
 
 

@@ -96,6 +96,10 @@ class _Reader:
     def _word(self, i: int) -> str:
         return self.tokens[i] if 0 <= i < len(self.tokens) else ""
 
+    def _unused_word(self, i: int) -> str:
+        """The word at ``i`` unless a date or time has it ("evening" after "5 in the")."""
+        return "" if 0 <= i < len(self.used) and self.used[i] else self._word(i)
+
     def _use(self, start: int, end: int) -> None:
         for i in range(start, end):
             self.used[i] = True
@@ -161,7 +165,7 @@ class _Reader:
         end = i + length
         oclock = self._word(end) == "oclock"
         parts_of_the_day = (*LATER_IN_THE_DAY, *EARLY_IN_THE_DAY)
-        explicit = ":" in word or oclock or self._word(i - 1) in parts_of_the_day
+        explicit = ":" in word or oclock or self._unused_word(i - 1) in parts_of_the_day
         self._time_with_period(i, end + oclock, hour, minutes, explicit=explicit)
 
     def _time_with_period(
@@ -185,7 +189,7 @@ class _Reader:
         where the time's words end."""
         after = [(end + 3, self._word(end + 2))] if self._word(end) == "in" else []
         after += [(end + 2, self._word(end + 1))] if self._word(end) == "at" else []
-        after += [(end + 1, self._word(end)), (end, self._word(start - 1))]
+        after += [(end + 1, self._word(end)), (end, self._unused_word(start - 1))]
         for stop, word in after:
             if word in LATER_IN_THE_DAY:
                 return "later", stop
