@@ -46,6 +46,7 @@ app.command("loadtest")(loadtest_cmd.loadtest)
 app.command("turn-score")(turn_cmd.turn_score)
 app.command("train-turn-model")(turn_cmd.train_turn_model)
 app.command("build-sgd-catalogue")(tools_cmd.build_sgd_catalogue)
+app.command("eval-grounding")(tools_cmd.eval_grounding)
 app.command("build-lane-corpus")(tools_cmd.build_lane_corpus)
 
 

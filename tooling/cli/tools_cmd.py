@@ -1,5 +1,6 @@
-"""``cadence build-sgd-catalogue`` (the data of the offline SGD services) and ``cadence
-build-lane-corpus`` (training material for staying in lane): docs/tools.md, docs/llm.md."""
+"""``cadence build-sgd-catalogue`` (the data of the offline SGD services), ``cadence
+eval-grounding`` (how they ground a call's arguments) and ``cadence build-lane-corpus``
+(training material for staying in lane): docs/tools.md, docs/llm.md."""
 
 from __future__ import annotations
 
@@ -33,6 +34,40 @@ def build_sgd_catalogue(
     for method, rows in counts.items():
         console.print(f"{method}: {rows:,} rows")
     console.print(f"wrote {out} ({out.stat().st_size:,} bytes)")
+
+
+def eval_grounding(
+    corpus: Path = typer.Option(
+        DATA_DIR / "sgd_tools_dev.jsonl", "--corpus", help="A tool corpus (sgd_tools_*.jsonl)."
+    ),
+    json_out: Path | None = typer.Option(None, "--json", help="Write the figures here."),
+) -> None:
+    """Ground the corpus's own calls in their dialogues (they should come out unchanged) and
+    read the callers' dates, times and counts against what the calls then sent."""
+    import json
+
+    from cadence.pipeline.tools.sgd_services import packaged_catalogue
+    from cadence.tooling.training.tool_evaluation import check_grounding
+
+    check = check_grounding(corpus, packaged_catalogue())
+    console = Console()
+    for kind, (right, n) in check.spoken_read.items():
+        console.print(
+            f"{kind} read as the call sent them: {right:,} of {n:,} ({right / max(n, 1):.2%})"
+        )
+    kept, calls = check.calls_kept
+    console.print(f"calls left as sent: {kept:,} of {calls:,} ({kept / max(calls, 1):.2%})")
+    for example in check.changed[:5]:
+        console.print(f"  changed: {example}")
+    if json_out is not None:
+        report: dict[str, object] = {"command": "cadence eval-grounding", "corpus": str(corpus)}
+        report["shares"] = check.summary()
+        report["spoken_read"] = {
+            k: {"right": r, "of": n} for k, (r, n) in check.spoken_read.items()
+        }
+        report["calls_kept"] = {"kept": kept, "of": calls}
+        report["changed"] = check.changed
+        json_out.write_text(json.dumps(report, indent=2) + "\n")
 
 
 def build_lane_corpus(

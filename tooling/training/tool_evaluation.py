@@ -13,6 +13,9 @@
   service ever returned ("Biha") is missed, so the share is a lower bound on names; a number
   the caller said in words ("seven thirty") and the reply repeats in digits counts, so on
   numbers it errs the other way. Values that are also common words ("help") are left out.
+* **Grounding** (``cadence eval-grounding``): the corpus's own calls grounded in their
+  dialogues (a correct call must come out as it was sent), and the caller's dates, times and
+  counts as read against what the calls then sent.
 """
 
 from __future__ import annotations
@@ -22,9 +25,12 @@ import re
 from collections import Counter
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 
 from cadence.llm.dialogue import ToolCall, Turn
-from cadence.pipeline.tools.sgd_services import SGDCatalogue
+from cadence.pipeline.tools.sgd_services import TODAY, SGDCatalogue
+from cadence.pipeline.tools.spoken_values import MAX_COUNT, read_spoken_values
+from cadence.tooling.training.corpus import read_dialogues
 
 ENTITY_SLOTS = re.compile(
     r"name|address|phone|title|venue|airline|artist|album|stylist|theater|attraction|"
@@ -195,6 +201,67 @@ def grounded_call(
         return call
     grounded = catalogue.ground(method, {k: str(v) for k, v in arguments.items()}, history)
     return ToolCall(call.id, call.name, json.dumps(grounded.arguments))
+
+
+@dataclass(frozen=True)
+class GroundingCheck:
+    """How the grounding reads a tool corpus's own calls (``cadence eval-grounding``)."""
+
+    spoken_read: dict[str, tuple[int, int]]
+    """``dates``/``times``/``counts`` → (read as the call then sent it, informed): each value a
+    call sent for a slot the caller had informed in their words (their dialogue act),
+    against what :func:`read_spoken_values` reads from those words."""
+    calls_kept: tuple[int, int]
+    """(calls grounding leaves exactly as the corpus's agent sent them, calls)."""
+    changed: list[dict[str, str]] = field(default_factory=list)
+    """The first calls it changed."""
+
+    def summary(self) -> dict[str, float]:
+        shares = {k: right / max(n, 1) for k, (right, n) in self.spoken_read.items()}
+        return {**shares, "calls_kept": self.calls_kept[0] / max(self.calls_kept[1], 1)}
+
+
+def check_grounding(path: Path, catalogue: SGDCatalogue, examples: int = 20) -> GroundingCheck:
+    """Ground every call of the tool corpus at ``path`` in its own dialogue (a correct call
+    must come out unchanged) and read the caller's informed dates, times and counts."""
+    read: dict[str, list[int]] = {"dates": [0, 0], "times": [0, 0], "counts": [0, 0]}
+    for line in path.read_text().splitlines():
+        informed: dict[str, str] = {}
+        for turn in json.loads(line)["turns"]:
+            for act, slot, values in turn.get("acts", []) if turn["speaker"] == "user" else []:
+                if act == "INFORM" and values:
+                    informed[slot] = values[0]
+            for slot, value in turn.get("call", {}).get("args", {}).items():
+                kind = _spoken_kind(slot, value)
+                if kind is not None and slot in informed:
+                    said = getattr(read_spoken_values(informed[slot], TODAY), kind)
+                    read[kind][0] += value in said
+                    read[kind][1] += 1
+    kept = calls = 0
+    changed: list[dict[str, str]] = []
+    for dialogue in read_dialogues(path):
+        for index, turn in enumerate(dialogue.turns):
+            for call in turn.tool_calls:
+                history = dialogue.turns[:index]
+                grounded = grounded_call(call, history, dialogue.services, catalogue)
+                calls += 1
+                if same_call(grounded, call):
+                    kept += 1
+                elif len(changed) < examples:
+                    said = next((t.text for t in reversed(history) if t.speaker == "user"), "")
+                    changed.append(
+                        {"said": said, "sent": _call_text(call), "grounded": _call_text(grounded)}
+                    )
+    spoken = {kind: (right, n) for kind, (right, n) in read.items()}
+    return GroundingCheck(spoken, (kept, calls), changed)
+
+
+def _spoken_kind(slot: str, value: str) -> str | None:
+    if "date" in slot:
+        return "dates"
+    if "time" in slot:
+        return "times"
+    return "counts" if value.isdigit() and int(value) <= MAX_COUNT else None
 
 
 def _call_text(call: ToolCall) -> str:
