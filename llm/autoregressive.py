@@ -11,7 +11,7 @@ from cadence.llm.attention_masks import step_mask
 from cadence.llm.cached_decoder import CachedDecoder
 from cadence.llm.decoding import ReplyStats
 from cadence.llm.emission import ReplyPiece, WordEmitter, last_pieces, spoken_part
-from cadence.llm.result_slots import ResultRow, SlotFiller
+from cadence.llm.result_slots import ReplyFacts, SlotFiller
 
 
 class AutoregressiveDecoder(CachedDecoder):
@@ -27,16 +27,17 @@ class AutoregressiveDecoder(CachedDecoder):
         stats: ReplyStats | None = None,
         *,
         calls: bool = False,
-        result: ResultRow | None = None,
+        facts: ReplyFacts | None = None,
     ) -> Iterator[ReplyPiece]:
         """Pieces of the reply to ``prompt`` (from :meth:`DialogueFormat.prompt`); with
         ``calls``, the reply may end in tool calls (a model that knows tools), and its
-        result slots are filled from ``result`` (:meth:`DialogueFormat.latest_result`)."""
+        result slots are filled, and its dates and times checked, from ``facts``
+        (:meth:`DialogueFormat.reply_facts`)."""
         stats = stats if stats is not None else ReplyStats()
         stats.start_ms = self.clock.now_ms()
         self.allow_calls(calls)
         call = self.format.tokenizer.special.call
-        filler = SlotFiller(self.format.tokenizer, result or {})
+        filler = SlotFiller(self.format.tokenizer, facts or ReplyFacts())
         emitter = WordEmitter(filler, self.clock)
         pending = [*self.cache.reuse(prompt[:-1]), prompt[-1]]
         stats.prefilled_tokens = len(pending) - 1
@@ -57,6 +58,7 @@ class AutoregressiveDecoder(CachedDecoder):
         stats.token_ids = reply
         yield from last_pieces(emitter, stats, self.call_reader, self.clock)
         stats.unfilled_slots = tuple(sorted(filler.unfilled))
+        stats.said_back = tuple(sorted(filler.said_back))
 
     def _forward(self, tokens: list[int]) -> torch.Tensor:
         """Logits ``[len(tokens), vocab]``; every token enters the cache."""

@@ -24,7 +24,7 @@ from cadence.llm.cached_decoder import CachedDecoder
 from cadence.llm.commit_rule import deadline_threshold
 from cadence.llm.decoding import DecodingOptions, ReplyStats
 from cadence.llm.emission import CallReader, ReplyPiece, WordEmitter, last_pieces, spoken_part
-from cadence.llm.result_slots import ResultRow, SlotFiller
+from cadence.llm.result_slots import ReplyFacts, SlotFiller
 
 
 class BlockDiffusionDecoder(CachedDecoder):
@@ -40,17 +40,18 @@ class BlockDiffusionDecoder(CachedDecoder):
         stats: ReplyStats | None = None,
         *,
         calls: bool = False,
-        result: ResultRow | None = None,
+        facts: ReplyFacts | None = None,
     ) -> Iterator[ReplyPiece]:
         """Pieces of the reply to ``prompt`` (from :meth:`DialogueFormat.prompt`); with
         ``calls``, the reply may end in tool calls (a model that knows tools), and its
-        result slots are filled from ``result`` (:meth:`DialogueFormat.latest_result`)."""
+        result slots are filled, and its dates and times checked, from ``facts``
+        (:meth:`DialogueFormat.reply_facts`)."""
         stats = stats if stats is not None else ReplyStats()
         stats.start_ms = self.clock.now_ms()
         self.allow_calls(calls)
         special = self.format.tokenizer.special
         block_size = self.model.config.block_size
-        filler = SlotFiller(self.format.tokenizer, result or {})
+        filler = SlotFiller(self.format.tokenizer, facts or ReplyFacts())
         emitter = WordEmitter(filler, self.clock)
         pending = self.cache.reuse(prompt[:-1])
         stats.prefilled_tokens = len(pending)
@@ -102,6 +103,7 @@ class BlockDiffusionDecoder(CachedDecoder):
             self.call_reader,
         )  # fmt: skip
         stats.unfilled_slots = tuple(sorted(filler.unfilled))
+        stats.said_back = tuple(sorted(filler.said_back))
 
     def step(
         self,

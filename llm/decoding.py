@@ -41,6 +41,9 @@ class ReplyStats:
     unfilled_slots: tuple[str, ...] = ()
     """Result slots the reply named that the latest result could not fill (dropped from the
     text; ``llm/result_slots.py``)."""
+    said_back: tuple[str, ...] = ()
+    """Dates and times the model wrote that the caller never said and no result held,
+    replaced by the caller's (``llm/result_slots.py``)."""
 
 
 def never_in_reply(special: SpecialIds) -> torch.Tensor:

@@ -24,7 +24,15 @@ from enum import IntEnum
 from typing import Any
 
 from cadence.llm.dialogue import ToolCall, Turn, spoken_turns
-from cadence.llm.result_slots import SlotRows, latest_rows, result_row, with_slots
+from cadence.llm.result_slots import (
+    ReplyFacts,
+    SlotRows,
+    latest_rows,
+    result_row,
+    returned_values,
+    with_slots,
+)
+from cadence.llm.spoken_values import said_values
 from cadence.llm.tokenizer import DialogueTokenizer
 from cadence.llm.tool_text import call_text, result_text
 
@@ -103,12 +111,14 @@ class DialogueFormat:
             for turn, row in zip(turns, rows, strict=True)
         ]
 
-    def latest_result(self, history: Sequence[Turn]) -> dict[str, str]:
-        """The row a reply to ``history`` fills its slots from: the latest tool result's
-        (``{}`` if there is none, or the model knows no tools)."""
+    def reply_facts(self, history: Sequence[Turn]) -> ReplyFacts:
+        """What a reply to ``history`` fills its slots from — the latest tool result's row —
+        and checks the dates and times it says against — the caller's (:class:`ReplyFacts`);
+        nothing if the model knows no tools (it never learned the SGD services' world)."""
         if not self.tokenizer.knows_tools:
-            return {}
-        return next((result_row(t.text) for t in reversed(history) if t.speaker == "tool"), {})
+            return ReplyFacts()
+        row = next((result_row(t.text) for t in reversed(history) if t.speaker == "tool"), {})
+        return ReplyFacts(row, said_values(history), returned_values(history))
 
     def visible(self, history: Sequence[Turn]) -> list[Turn]:
         """The turns this model reads: all of them if it knows tools, else what was said."""

@@ -8,7 +8,9 @@ the tokens to a prefix of the text.
 
 from __future__ import annotations
 
+import calendar
 import json
+import re
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import Protocol
@@ -78,6 +80,15 @@ class CallReader:
         return tuple(calls)
 
 
+_UNFINISHED = re.compile(
+    rf"\b(?:(?:{'|'.join(calendar.month_name[1:])})(?: \d{{1,2}})?|\d{{1,2}}(?::\d{{2}})?)$",
+    re.IGNORECASE,
+)
+"""The end of a date or time that the next word may finish ("at 1:30" … "pm", "March" …
+"5th"): held back one word, so that the reply's date or time is whole before it is said
+(``SlotFiller`` may say the caller's instead)."""
+
+
 class WordEmitter:
     def __init__(self, text: TextDecoder, clock: Clock) -> None:
         self.text_decoder = text
@@ -92,6 +103,8 @@ class WordEmitter:
         text tokens) not emitted yet, or ``None``."""
         text = self.text_decoder.decode(committed)
         boundary = text.rfind(" ")
+        if (held := _UNFINISHED.search(text, 0, max(boundary, 0))) is not None:
+            boundary = len(text[: held.start()].rstrip())  # "1:30" may go on "pm"
         if boundary <= self._emitted:
             return None
         return self._emit(text[:boundary])

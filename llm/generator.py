@@ -24,7 +24,7 @@ from cadence.llm.dialogue import Turn
 from cadence.llm.emission import ReplyPiece
 from cadence.llm.graphed_decoder import GraphedBlockDiffusionDecoder
 from cadence.llm.options import LLMOptions
-from cadence.llm.result_slots import ResultRow
+from cadence.llm.result_slots import ReplyFacts
 from cadence.llm.tools import ToolChoice, ToolSpec
 
 
@@ -59,7 +59,7 @@ class _Decoder(Protocol):
         stats: ReplyStats | None = None,
         *,
         calls: bool = False,
-        result: ResultRow | None = None,
+        facts: ReplyFacts | None = None,
     ) -> Iterator[ReplyPiece]: ...
 
 
@@ -70,8 +70,9 @@ class PromptFormat(Protocol):
         """The turns of ``history`` the model reads (tool turns only if it knows tools)."""
         ...
 
-    def latest_result(self, history: Sequence[Turn]) -> dict[str, str]:
-        """The result row a reply to ``history`` fills its slots from (``{}``: none)."""
+    def reply_facts(self, history: Sequence[Turn]) -> ReplyFacts:
+        """What a reply to ``history`` fills its slots from and checks its dates and times
+        against (nothing, for a model that knows no tools)."""
         ...
 
     def prompt(
@@ -155,8 +156,8 @@ class DecoderTurnGenerator:
         async with self._lock:
             stats = ReplyStats()
             self.last_stats = stats
-            result = self._format.latest_result(history)
-            pieces = self._decoder.decode(prompt, stats, calls=calls, result=result)
+            facts = self._format.reply_facts(history)
+            pieces = self._decoder.decode(prompt, stats, calls=calls, facts=facts)
             while (piece := await _next_in_thread(pieces)) is not None:
                 yield piece
 

@@ -11,17 +11,29 @@ One function writes slots into a turn (``with_slots``: the training data, and th
 past turns in every prompt, so the model reads what it was trained on) and one fills them
 (``SlotFiller``: what the decoders emit, and the call arguments they parse). The row is the
 latest result's first row (``result_row``), the one the model reads (``llm/tool_text.py``).
+
+The caller's own dates and times get no slots (the corpus's agents repeat them in their own
+words: "7 in the evening" comes back as "7 pm"), so a model can say one the caller never
+gave: "Please confirm: a table at 1:30 pm" to a caller who asked for 7. ``SlotFiller`` says
+them back instead: a date ("March 5th") or time ("7 pm") in the reply that the caller never
+said and the result does not hold becomes the caller's latest one, as the corpus's agents
+write it (``say_date``, ``say_time``). A reply is never held for it longer than a word:
+the emitter keeps a trailing number or month back until the next word (``WordEmitter``).
 """
 
 from __future__ import annotations
 
+import calendar
+import datetime
 import json
 import re
 from collections.abc import Mapping, Sequence
+from types import MappingProxyType
 from typing import NamedTuple
 
 from cadence.llm.dialogue import Turn
 from cadence.llm.emission import TextDecoder
+from cadence.llm.spoken_values import SGD_TODAY, SpokenValues, say_date, say_time
 
 ResultRow = Mapping[str, str]
 """A result's fields by key, every value as text."""
@@ -29,6 +41,25 @@ ResultRow = Mapping[str, str]
 _SLOT = re.compile(r"\[([a-z0-9]+(?: [a-z0-9]+)*)\]")
 _UNSAYABLE = frozenset({"true", "false", "none", "null"})
 """Field values never turned into slots: flags, not words a reply says."""
+_MONTHS = "|".join(calendar.month_name[1:])
+_SAID_TIME = re.compile(r"\b(\d{1,2})(?::(\d{2}))? ?([ap])(?:m\b|\.m\.)", re.IGNORECASE)
+_SAID_DATE = re.compile(rf"\b({_MONTHS}) (\d{{1,2}})(?:st|nd|rd|th)?\b", re.IGNORECASE)
+
+
+def says_date_or_time(text: str) -> bool:
+    """Whether ``text`` says a date ("March 5th") or a time ("7 pm") the way ``SlotFiller``
+    checks them."""
+    return bool(_SAID_TIME.search(text) or _SAID_DATE.search(text))
+
+
+class ReplyFacts(NamedTuple):
+    """What a reply is bound to say as it is: the latest result's row (its slots are filled
+    from it), and the dates and times it may say — the caller's, and any result's."""
+
+    row: ResultRow = MappingProxyType({})
+    said: SpokenValues = SpokenValues()
+    returned: frozenset[str] = frozenset()
+    """Every value of every row the tools returned in the conversation."""
 
 
 def result_row(text: str) -> dict[str, str]:
@@ -60,6 +91,23 @@ class SlotRows(NamedTuple):
     """For its calls' arguments: the fields of that row the caller has not said. A value the
     caller gave stays in the call as the caller's words, the model's to copy, as it must in
     a first call, before any result."""
+
+
+def returned_values(history: Sequence[Turn]) -> frozenset[str]:
+    """Every value of every row of every tool result in ``history``, as text."""
+    values: set[str] = set()
+    for turn in history:
+        if turn.speaker != "tool":
+            continue
+        try:
+            result = json.loads(turn.text)
+        except json.JSONDecodeError:
+            continue
+        rows = result.get("results") if isinstance(result, dict) else result
+        for row in rows if isinstance(rows, list) else [result]:
+            if isinstance(row, dict):
+                values.update(v for v in row.values() if isinstance(v, str))
+    return frozenset(values)
 
 
 def latest_rows(history: Sequence[Turn]) -> list[SlotRows]:
@@ -110,23 +158,64 @@ def _slot(key: str) -> str:
 
 
 class SlotFiller:
-    """Decodes a reply's tokens with its slots filled from ``row``: a tokenizer's ``decode``
-    that still turns every prefix of the tokens into a prefix of the text, because text
-    after an unclosed ``[`` waits until the slot is complete. A slot ``row`` has no value
-    for is dropped and counted in ``unfilled`` (the model named a field the result lacks)."""
+    """Decodes a reply's tokens with its slots filled from the facts' row and its dates and
+    times the caller's: a tokenizer's ``decode`` that still turns every prefix of the tokens
+    into a prefix of the text, because text after an unclosed ``[`` waits until the slot is
+    complete (and a date or time is only changed once it is whole). A slot the row has no
+    value for is dropped and counted in ``unfilled`` (the model named a field the result
+    lacks); a date or time changed is counted in ``said_back``."""
 
-    def __init__(self, tokenizer: TextDecoder, row: ResultRow) -> None:
+    def __init__(self, tokenizer: TextDecoder | None, facts: ReplyFacts) -> None:
+        """``tokenizer``: ``None`` for a filler of text only (:meth:`fill`)."""
         self._tokenizer = tokenizer
-        self._row = {"_".join(key.lower().split()): value for key, value in row.items()}
+        self._row = {"_".join(key.lower().split()): value for key, value in facts.row.items()}
+        self._said = facts.said
+        returned = {*facts.row.values(), *facts.returned}
+        self._known_times = {*facts.said.times, *returned}
+        self._known_dates = {*facts.said.dates, *returned}
         self.unfilled: set[str] = set()
         """The slots decoded so far that the row could not fill (one filler per reply)."""
+        self.said_back: set[str] = set()
+        """The dates and times the reply said that the caller had not (one per reply)."""
 
     def decode(self, ids: Sequence[int]) -> str:
+        if self._tokenizer is None:
+            raise TypeError("a filler without a tokenizer fills text only")
         text = self._tokenizer.decode(ids)
         opened = text.rfind("[")
         if opened > text.rfind("]"):
             text = text[:opened]
-        return _SLOT.sub(self._fill, text)
+        return self.fill(text)
+
+    def fill(self, text: str) -> str:
+        """``text`` with its slots filled and its dates and times the caller's."""
+        text = _SLOT.sub(self._fill, text)
+        if self._said.times:
+            text = _SAID_TIME.sub(self._time, text)
+        if self._said.dates:
+            text = _SAID_DATE.sub(self._date, text)
+        return text
+
+    def _time(self, match: re.Match[str]) -> str:
+        hour, minutes = int(match[1]), int(match[2] or 0)
+        if not (1 <= hour <= 12 and minutes < 60):
+            return match[0]
+        hour = hour % 12 + (12 if match[3].lower() == "p" else 0)
+        if f"{hour:02d}:{minutes:02d}" in self._known_times:
+            return match[0]
+        self.said_back.add(match[0])
+        return say_time(self._said.times[-1])
+
+    def _date(self, match: re.Match[str]) -> str:
+        month = list(calendar.month_name).index(match[1].capitalize())
+        try:
+            said = datetime.date(SGD_TODAY.year, month, int(match[2])).isoformat()
+        except ValueError:
+            said = ""
+        if said in self._known_dates:
+            return match[0]
+        self.said_back.add(match[0])
+        return say_date(self._said.dates[-1])
 
     def _fill(self, match: re.Match[str]) -> str:
         key = "_".join(match.group(1).split())

@@ -24,7 +24,8 @@ from cadence.llm.generator import (
     AutoregressiveTurnGenerator,
     GeneratorOptions,
 )
-from cadence.llm.result_slots import SlotFiller, latest_rows, with_slots
+from cadence.llm.result_slots import ReplyFacts, SlotFiller, latest_rows, with_slots
+from cadence.llm.spoken_values import said_values
 from cadence.llm.tool_text import ToolTextError, call_text, parse_call, result_text
 from cadence.llm.tools import ToolSpec
 from cadence.pipeline.config import ToolsConfig
@@ -177,7 +178,7 @@ def test_slots_filled_from_the_result_give_back_the_corpus_reply() -> None:
     assert sum("[" in text for text in slotted) > len(turns) // 2  # most replies say a field
     tokenizer = llm_tiny.tokenizer()
     for (text, row), with_slot in zip(turns, slotted, strict=True):
-        filler = SlotFiller(tokenizer, row)
+        filler = SlotFiller(tokenizer, ReplyFacts(row))
         assert filler.decode(tokenizer.encode(with_slot)).lower() == text.lower()
         assert not filler.unfilled
 
@@ -186,15 +187,41 @@ def test_a_reply_is_emitted_with_its_slots_filled_a_whole_slot_at_a_time() -> No
     tokenizer = llm_tiny.tokenizer()
     row = {"restaurant_name": "71 Saint Peter", "city": "San Jose"}
     ids = tokenizer.encode("How about [restaurant name] in [city]? It is [rating] stars.")
-    filler = SlotFiller(tokenizer, row)
+    filler = SlotFiller(tokenizer, ReplyFacts(row))
     full = filler.decode(ids)
     assert full == "How about 71 Saint Peter in San Jose? It is  stars."
     assert filler.unfilled == {"[rating]"}  # a field the result lacks is dropped, and reported
-    emitter = WordEmitter(SlotFiller(tokenizer, row), VirtualClock())
+    emitter = WordEmitter(SlotFiller(tokenizer, ReplyFacts(row)), VirtualClock())
     pieces = [p.text for n in range(1, len(ids) + 1) if (p := emitter.update(ids[:n]))]
     assert pieces[0] == "How"
     assert not any("[" in piece or "]" in piece for piece in pieces)
     assert full.startswith("".join(pieces))
+
+
+def test_a_date_or_time_nobody_said_is_said_as_the_caller_said_it() -> None:
+    """A confirmation the model wrote with a time and date of its own is heard with the
+    caller's, word by word, never half of one; one the caller said, or a result holds,
+    stands."""
+    tokenizer = llm_tiny.tokenizer()
+    history = [Turn("user", "A table for next Tuesday at half past 7 in the evening, please.")]
+    said = said_values(history)
+    assert (said.dates, said.times) == (("2019-03-05",), ("19:30",))
+    ids = tokenizer.encode("Please confirm: a table for 2 at 1:30 pm on March 1st. Right?")
+    filler = SlotFiller(tokenizer, ReplyFacts({}, said))
+    assert filler.decode(ids) == "Please confirm: a table for 2 at 7:30 pm on March 5th. Right?"
+    assert filler.said_back == {"1:30 pm", "March 1st"}
+    emitter = WordEmitter(SlotFiller(tokenizer, ReplyFacts({}, said)), VirtualClock())
+    pieces = [p.text for n in range(1, len(ids) + 1) if (p := emitter.update(ids[:n]))]
+    last = emitter.finish(ids)
+    text = "".join(pieces) + (last.text if last else "")
+    assert text == "Please confirm: a table for 2 at 7:30 pm on March 5th. Right?"
+    assert not any("1:30" in piece or "1st" in piece for piece in pieces)
+    right = "Please confirm: a table at 7:30 pm on March 5th, or 6 pm."
+    kept = SlotFiller(tokenizer, ReplyFacts({}, said, frozenset({"18:00"})))
+    assert kept.decode(tokenizer.encode(right)) == right
+    assert not kept.said_back
+    nothing_said = SlotFiller(tokenizer, ReplyFacts({}, said_values([])))
+    assert nothing_said.decode(ids) == tokenizer.decode(ids)  # no time of theirs to say
 
 
 def test_agent_turns_after_a_result_are_read_and_written_with_slots() -> None:
@@ -225,11 +252,11 @@ def test_agent_turns_after_a_result_are_read_and_written_with_slots() -> None:
     assert fmt.prompt(history, 3, 256)[:-1] == [
         t for turn in fmt.encode_turns(history)[3:] for t in turn
     ]
-    assert fmt.latest_result(history) == rows[0]
-    assert llm_tiny.dialogue_format().latest_result(history) == {}  # no tools, no slots
+    assert fmt.reply_facts(history).row == rows[0]
+    assert llm_tiny.dialogue_format().reply_facts(history) == ReplyFacts()  # no tools, no slots
     reader = CallReader(fmt.tokenizer.special.call)
     call_ids = fmt.encode_turns(history)[5][1:-1]
-    [call] = reader.calls(call_ids, SlotFiller(fmt.tokenizer, rows[0]))
+    [call] = reader.calls(call_ids, SlotFiller(fmt.tokenizer, ReplyFacts(rows[0])))
     assert json.loads(call.arguments) == json.loads(book.arguments)
 
 

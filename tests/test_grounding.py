@@ -14,10 +14,10 @@ from typing import Any
 import pytest
 
 from cadence.llm.dialogue import ToolCall, Turn
+from cadence.llm.spoken_values import read_spoken_values
 from cadence.pipeline.tools.context import ToolContext
 from cadence.pipeline.tools.keypad import Keypad
 from cadence.pipeline.tools.sgd_services import TODAY, packaged_catalogue, sgd_service_tools
-from cadence.pipeline.tools.spoken_values import read_spoken_values
 from cadence.tooling.training.tool_evaluation import ToolUseTally, check_grounding
 
 DEV_SAMPLE = Path(__file__).parent / "data" / "dialogue" / "sgd_tools_dev_sample.jsonl"
@@ -52,8 +52,9 @@ def test_the_corpus_own_calls_come_out_as_sent_and_its_callers_values_read_as_th
     None
 ):
     """Ground truth: the corpus's agents called with what the callers said, so grounding must
-    leave their calls as they were (98.6 % of sgd_tools_dev's 6,027 calls, docs/tools.md);
-    and a caller's informed date, time or count (their dialogue act, their words) reads as
+    leave their calls as they were (98.6 % of sgd_tools_dev's 6,027 calls, docs/tools.md), and
+    the dates and times of their replies as they said them (all but one of 3,066); and a
+    caller's informed date, time or count (their dialogue act, their words) reads as
     the value the call then sent. Times miss where the corpus's agent booked another time
     than the one asked (a quarter hour rounded to a half), so that share stays below 1."""
     check = check_grounding(DEV_SAMPLE, packaged_catalogue())
@@ -64,6 +65,9 @@ def test_the_corpus_own_calls_come_out_as_sent_and_its_callers_values_read_as_th
     assert figures["dates"] >= 0.98, figures
     assert figures["times"] >= 0.8, figures
     assert figures["counts"] >= 0.85, figures
+    # the corpus's agents said the caller's dates and times back: a reply keeps its own
+    assert check.replies_kept[1] >= 50
+    assert figures["replies_kept"] >= 0.995, figures
 
 
 def _context(conversation: list[Turn]) -> ToolContext:

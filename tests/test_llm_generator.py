@@ -27,7 +27,7 @@ from cadence.llm.checkpoint import EMBEDDED_DIR, CheckpointError, LoadedModel
 from cadence.llm.decoding import DecodingOptions
 from cadence.llm.graphed_decoder import GraphedBlockDiffusionDecoder
 from cadence.llm.options import LLMOptions
-from cadence.llm.result_slots import ResultRow
+from cadence.llm.result_slots import ReplyFacts
 
 HISTORY = [
     Turn("user", "I'd like to find a restaurant in San Jose."),
@@ -123,9 +123,9 @@ async def test_a_cancelled_stream_finishes_its_step_before_the_next_reply_starts
         stats: ReplyStats | None = None,
         *,
         calls: bool = False,
-        result: ResultRow | None = None,
+        facts: ReplyFacts | None = None,
     ) -> Iterator[ReplyPiece]:
-        for piece in decode(prompt, stats, calls=calls, result=result):
+        for piece in decode(prompt, stats, calls=calls, facts=facts):
             log.append("step starts")
             time.sleep(0.05)  # a decode step long enough to be cancelled in the middle
             log.append("step ends")

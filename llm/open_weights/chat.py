@@ -25,6 +25,7 @@ from tokenizers import Tokenizer
 
 from cadence.llm.dialogue import Turn, spoken_turns
 from cadence.llm.open_weights.families import IM_END, IM_START, QWEN_CONTROL_IDS
+from cadence.llm.result_slots import ReplyFacts
 
 SYSTEM_PROMPT = (
     "You are a helpful voice assistant on a phone call. Reply in one or two short, "
@@ -72,9 +73,10 @@ class ChatFormat:
         """The turns these models read: what was said (they are offered no tools)."""
         return spoken_turns(history)
 
-    def latest_result(self, history: Sequence[Turn]) -> dict[str, str]:
-        """``{}``: these models write no result slots (they read no results)."""
-        return {}
+    def reply_facts(self, history: Sequence[Turn]) -> ReplyFacts:
+        """None: these models write no result slots (they read no results), and say the
+        dates of their own world, not the SGD corpus's."""
+        return ReplyFacts()
 
     def prompt(
         self, history: Sequence[Turn], history_turns: int, max_context_tokens: int

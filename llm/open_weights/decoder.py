@@ -33,7 +33,7 @@ from cadence.llm.emission import ReplyPiece, WordEmitter
 from cadence.llm.open_weights.chat import ChatFormat
 from cadence.llm.open_weights.families import IM_START, QWEN_CONTROL_IDS, STOP_TOKENS, Family
 from cadence.llm.open_weights.network import QwenForCausalLM
-from cadence.llm.result_slots import ResultRow
+from cadence.llm.result_slots import ReplyFacts
 
 
 @dataclass
@@ -82,10 +82,10 @@ class OpenWeightsDecoder:
         stats: ReplyStats | None = None,
         *,
         calls: bool = False,
-        result: ResultRow | None = None,
+        facts: ReplyFacts | None = None,
     ) -> Iterator[ReplyPiece]:
         """Pieces of the reply to ``prompt`` (from :meth:`ChatFormat.prompt`). These models
-        are offered no tools: ``calls`` and ``result`` change nothing."""
+        are offered no tools: ``calls`` and ``facts`` change nothing."""
         stats = stats if stats is not None else ReplyStats()
         stats.start_ms = self.clock.now_ms()
         size = self.block_size

@@ -37,7 +37,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from cadence.llm.dialogue import Turn
-from cadence.pipeline.tools.spoken_values import MAX_COUNT, SpokenValues, read_spoken_values
+from cadence.llm.spoken_values import MAX_COUNT, SpokenValues, read_spoken_values
 
 DONT_CARE = "dontcare"
 FLAGS = frozenset({"True", "False"})

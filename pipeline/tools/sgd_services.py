@@ -27,7 +27,6 @@ follow from it.
 
 from __future__ import annotations
 
-import datetime
 import functools
 import gzip
 import json
@@ -41,6 +40,7 @@ from typing import Annotated, Any
 from pydantic import Field
 
 from cadence.llm.dialogue import Turn
+from cadence.llm.spoken_values import SGD_TODAY
 from cadence.pipeline.tools.context import ToolContext
 from cadence.pipeline.tools.grounding import GroundedCall, SlotKind, ground_call, slot_kind
 from cadence.pipeline.tools.tool import Tool, tool_from_fields
@@ -52,7 +52,7 @@ CATALOGUE = "sgd_services.json.gz"
 RESULTS_SHOWN = 5
 """Rows a search returns, as the corpus's services did."""
 DONT_CARE = "dontcare"
-TODAY = datetime.date(2019, 3, 1)
+TODAY = SGD_TODAY
 """The corpus's "today" (a Friday): its dates follow from it, and callers' dates are read
 relative to it."""
 

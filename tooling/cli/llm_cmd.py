@@ -310,6 +310,7 @@ def eval_lm_command(
         ("called instead of speaking", "called_instead_of_speaking"),
         ("replies with invented entities", "replies_with_hallucinated_entities"),
         ("replies with unfilled slots", "replies_with_unfilled_slots"),
+        ("replies saying the caller's date or time", "replies_with_dates_or_times_said_back"),
     ):
         values = [r.tools[key] for r in reports]
         table.add_row(label, *("—" if v is None else f"{v:.1%}" for v in values))

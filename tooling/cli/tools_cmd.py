@@ -57,6 +57,11 @@ def eval_grounding(
         )
     kept, calls = check.calls_kept
     console.print(f"calls left as sent: {kept:,} of {calls:,} ({kept / max(calls, 1):.2%})")
+    said, replies = check.replies_kept
+    console.print(
+        f"replies whose dates and times stay as said: {said:,} of {replies:,}"
+        f" ({said / max(replies, 1):.3%})"
+    )
     for example in check.changed[:5]:
         console.print(f"  changed: {example}")
     if json_out is not None:
@@ -66,6 +71,7 @@ def eval_grounding(
             k: {"right": r, "of": n} for k, (r, n) in check.spoken_read.items()
         }
         report["calls_kept"] = {"kept": kept, "of": calls}
+        report["replies_kept"] = {"kept": said, "of": replies}
         report["changed"] = check.changed
         json_out.write_text(json.dumps(report, indent=2) + "\n")
 

@@ -29,7 +29,7 @@ from cadence.llm.checkpoint import LoadedModel
 from cadence.llm.decoding import ReplyStats
 from cadence.llm.dialogue import Turn
 from cadence.llm.generator import GeneratorOptions
-from cadence.llm.result_slots import ResultRow
+from cadence.llm.result_slots import ReplyFacts
 from cadence.pipeline.tools.sgd_services import packaged_catalogue
 from cadence.tooling.training.corpus import Dialogue
 from cadence.tooling.training.in_lane import behaves, lane_kind
@@ -125,7 +125,7 @@ def evaluate_backend(
         return loaded.format.prompt(history, options.history_turns, options.max_context_tokens)
 
     _generate(
-        _decoder(loaded, options, clock), prompt(dialogues[0].turns[:1]), calls, {}
+        _decoder(loaded, options, clock), prompt(dialogues[0].turns[:1]), calls, ReplyFacts()
     )  # warm-up
     for dialogue in dialogues:
         decoder = _decoder(loaded, options, clock)
@@ -133,8 +133,8 @@ def evaluate_backend(
             if turn.speaker != "agent" or (turn.tool_calls and not calls):
                 continue
             history = dialogue.turns[:index]
-            result = loaded.format.latest_result(history)
-            stats = _generate(decoder, prompt(history), calls, result)
+            facts = loaded.format.reply_facts(history)
+            stats = _generate(decoder, prompt(history), calls, facts)
             stats_list.append(stats)
             if turn.tool_calls:
                 grounded = [
@@ -144,7 +144,12 @@ def evaluate_backend(
                 tally.add_call_turn(stats.tool_calls, turn.tool_calls[0], *grounded)
             else:
                 tally.add_spoken_turn(
-                    stats.text, stats.tool_calls, history, lexicon, stats.unfilled_slots
+                    stats.text,
+                    stats.tool_calls,
+                    history,
+                    lexicon,
+                    stats.unfilled_slots,
+                    stats.said_back,
                 )
                 if (kind := lane_kind(turn.text)) is not None:
                     lane.setdefault(kind, []).append(behaves(stats.text, kind))
@@ -204,10 +209,10 @@ def _generate(
     decoder: BlockDiffusionDecoder | AutoregressiveDecoder,
     prompt: list[int],
     calls: bool,
-    result: ResultRow,
+    facts: ReplyFacts,
 ) -> ReplyStats:
     stats = ReplyStats()
-    for _ in decoder.decode(prompt, stats, calls=calls, result=result):
+    for _ in decoder.decode(prompt, stats, calls=calls, facts=facts):
         pass
     return stats
 

@@ -28,8 +28,15 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from cadence.llm.dialogue import ToolCall, Turn
+from cadence.llm.result_slots import (
+    ReplyFacts,
+    SlotFiller,
+    latest_rows,
+    returned_values,
+    says_date_or_time,
+)
+from cadence.llm.spoken_values import MAX_COUNT, read_spoken_values, said_values
 from cadence.pipeline.tools.sgd_services import TODAY, SGDCatalogue
-from cadence.pipeline.tools.spoken_values import MAX_COUNT, read_spoken_values
 from cadence.tooling.training.corpus import read_dialogues
 
 ENTITY_SLOTS = re.compile(
@@ -125,6 +132,8 @@ class ToolUseTally:
     hallucinating_replies: int = 0
     """Spoken replies naming an entity found neither in the conversation nor in its results."""
     unfilled_replies: int = 0
+    said_back_replies: int = 0
+    """Spoken replies with a date or time the caller never said, replaced by theirs."""
     """Spoken replies with a result slot the latest result could not fill (dropped)."""
     misses: list[dict[str, str]] = field(default_factory=list)
     hallucinations: list[dict[str, str]] = field(default_factory=list)
@@ -156,12 +165,14 @@ class ToolUseTally:
         history: Sequence[Turn],
         lexicon: frozenset[str],
         unfilled: Sequence[str] = (),
+        said_back: Sequence[str] = (),
     ) -> None:
         self.spoken_turns += 1
         if made:
             self.called_instead_of_speaking += 1
             return
         self.unfilled_replies += bool(unfilled)
+        self.said_back_replies += bool(said_back)
         invented = hallucinated_entities(reply, history, lexicon)
         if invented:
             self.hallucinating_replies += 1
@@ -183,6 +194,7 @@ class ToolUseTally:
             "called_instead_of_speaking": share(self.called_instead_of_speaking, self.spoken_turns),
             "replies_with_hallucinated_entities": share(self.hallucinating_replies, replies),
             "replies_with_unfilled_slots": share(self.unfilled_replies, replies),
+            "replies_with_dates_or_times_said_back": share(self.said_back_replies, replies),
         }
 
 
@@ -213,12 +225,19 @@ class GroundingCheck:
     against what :func:`read_spoken_values` reads from those words."""
     calls_kept: tuple[int, int]
     """(calls grounding leaves exactly as the corpus's agent sent them, calls)."""
+    replies_kept: tuple[int, int]
+    """(agent replies whose dates and times ``SlotFiller`` leaves as the corpus's agent said
+    them, replies)."""
     changed: list[dict[str, str]] = field(default_factory=list)
     """The first calls it changed."""
 
     def summary(self) -> dict[str, float]:
         shares = {k: right / max(n, 1) for k, (right, n) in self.spoken_read.items()}
-        return {**shares, "calls_kept": self.calls_kept[0] / max(self.calls_kept[1], 1)}
+        kept = {
+            "calls_kept": self.calls_kept[0] / max(self.calls_kept[1], 1),
+            "replies_kept": self.replies_kept[0] / max(self.replies_kept[1], 1),
+        }
+        return {**shares, **kept}
 
 
 def check_grounding(path: Path, catalogue: SGDCatalogue, examples: int = 20) -> GroundingCheck:
@@ -237,12 +256,18 @@ def check_grounding(path: Path, catalogue: SGDCatalogue, examples: int = 20) -> 
                     said = getattr(read_spoken_values(informed[slot], TODAY), kind)
                     read[kind][0] += value in said
                     read[kind][1] += 1
-    kept = calls = 0
+    kept = calls = replies_kept = replies = 0
     changed: list[dict[str, str]] = []
     for dialogue in read_dialogues(path):
+        rows = latest_rows(dialogue.turns)
         for index, turn in enumerate(dialogue.turns):
+            history = dialogue.turns[:index]
+            said = said_values(history)
+            if turn.speaker == "agent" and says_date_or_time(turn.text) and said.dates + said.times:
+                facts = ReplyFacts(rows[index].words, said, returned_values(history))
+                replies += 1
+                replies_kept += SlotFiller(None, facts).fill(turn.text) == turn.text
             for call in turn.tool_calls:
-                history = dialogue.turns[:index]
                 grounded = grounded_call(call, history, dialogue.services, catalogue)
                 calls += 1
                 if same_call(grounded, call):
@@ -253,7 +278,7 @@ def check_grounding(path: Path, catalogue: SGDCatalogue, examples: int = 20) -> 
                         {"said": said, "sent": _call_text(call), "grounded": _call_text(grounded)}
                     )
     spoken = {kind: (right, n) for kind, (right, n) in read.items()}
-    return GroundingCheck(spoken, (kept, calls), changed)
+    return GroundingCheck(spoken, (kept, calls), (replies_kept, replies), changed)
 
 
 def _spoken_kind(slot: str, value: str) -> str | None:

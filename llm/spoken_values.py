@@ -1,13 +1,16 @@
 """``read_spoken_values``: the dates, times and counts in what a caller said, written as the
-SGD services write them — ``2019-03-12``, ``15:30``, ``2``.
+SGD services write them — ``2019-03-12``, ``15:30``, ``2``; and ``say_date``/``say_time``, the
+other way, as the corpus's agents say them ("March 12th", "3:30 pm").
 
 Callers say "the 12th of this month", "next Tuesday", "half past 3 in the afternoon", "five
 pm", "for two"; a service call names ``2019-03-12``, ``15:30``, ``2``. A model that must turn
 one into the other spends what a 6 M-parameter model does not have, so the runtime reads them
-(:mod:`cadence.pipeline.tools.grounding`). The phrasings are the corpus's own, a small closed
-set: dateparser 1.5.0 was tried first and read "the 7th" as 1 July, "half past six" as 18:00
-and "2 at 7 pm tomorrow" as a date without its time. Measured against the corpus's pairs of
-what a caller said and what the call then sent (``sgd_tools_dev``, docs/tools.md).
+(:mod:`cadence.pipeline.tools.grounding`), and the embedded models' replies say the
+caller's dates and times back (:mod:`cadence.llm.result_slots`). The phrasings are the
+corpus's own, a small closed set: dateparser 1.5.0 was tried first and read "the 7th" as 1
+July, "half past six" as 18:00 and "2 at 7 pm tomorrow" as a date without its time.
+Measured against the corpus's pairs of what a caller said and what the call then sent
+(``sgd_tools_dev``, docs/tools.md).
 
 Dates are read relative to ``today``: a weekday is the first one after it ("next Monday" and
 "Monday next week" alike, as the corpus's agents read them), a day of the month without a
@@ -20,7 +23,10 @@ from __future__ import annotations
 import calendar
 import datetime
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass
+
+from cadence.llm.dialogue import Turn
 
 UNITS = [
     "zero", "one", "two", "three", "four", "five", "six", "seven", "eight", "nine", "ten",
@@ -38,6 +44,9 @@ MONTHS = {name.lower(): number for number, name in enumerate(calendar.month_name
 WEEKDAYS = {name.lower(): number for number, name in enumerate(calendar.day_name)}
 LATER_IN_THE_DAY = {"pm", "afternoon", "evening", "night", "tonight"}
 EARLY_IN_THE_DAY = {"am", "morning"}
+SGD_TODAY = datetime.date(2019, 3, 1)
+"""The day the SGD corpus's dialogues happen (a Friday): the "today" of its services and of
+the embedded models trained on it, which say "March 1st" for it."""
 MAX_COUNT = 20
 """A larger number is not a party, a number of seats or tickets."""
 
@@ -56,6 +65,31 @@ class SpokenValues:
 def read_spoken_values(text: str, today: datetime.date) -> SpokenValues:
     """The dates, times and counts ``text`` says."""
     return _Reader(_tokens(text), today).read()
+
+
+def said_values(history: Sequence[Turn], today: datetime.date = SGD_TODAY) -> SpokenValues:
+    """Every date, time and count the caller said in ``history``, oldest first."""
+    said = [read_spoken_values(t.text, today) for t in history if t.speaker == "user"]
+    return SpokenValues(
+        dates=tuple(v for values in said for v in values.dates),
+        times=tuple(v for values in said for v in values.times),
+        counts=tuple(v for values in said for v in values.counts),
+    )
+
+
+def say_date(value: str) -> str:
+    """``2019-03-12`` as an agent says it: "March 12th"."""
+    date = datetime.date.fromisoformat(value)
+    day = date.day
+    suffix = "th" if 10 <= day % 100 <= 20 else {1: "st", 2: "nd", 3: "rd"}.get(day % 10, "th")
+    return f"{calendar.month_name[date.month]} {day}{suffix}"
+
+
+def say_time(value: str) -> str:
+    """``15:30`` as an agent says it: "3:30 pm" ("12 pm" for noon)."""
+    hour, minutes = (int(part) for part in value.split(":"))
+    clock = f"{(hour - 1) % 12 + 1}" + (f":{minutes:02d}" if minutes else "")
+    return f"{clock} {'pm' if hour >= 12 else 'am'}"
 
 
 def _tokens(text: str) -> list[str]:
@@ -188,7 +222,8 @@ class _Reader:
         """``later`` (pm) or ``early`` (am) from the words around a time, if they say, and
         where the time's words end."""
         after = [(end + 3, self._word(end + 2))] if self._word(end) == "in" else []
-        after += [(end + 2, self._word(end + 1))] if self._word(end) == "at" else []
+        at_night = self._word(end) == "at" and self._word(end + 1) == "night"
+        after += [(end + 2, "night")] if at_night else []
         after += [(end + 1, self._word(end)), (end, self._unused_word(start - 1))]
         for stop, word in after:
             if word in LATER_IN_THE_DAY:

@@ -1,0 +1,126 @@
+"""The demo's agent books a restaurant: a scripted caller who wants American food in San Jose
+at 7 pm, and answers what the agent asks, talks to the real turn engine running the shipped
+tool-calling model (``configs/sgd-services.yaml``) and the offline SGD services. The caller
+only ever hears names the services returned."""
+
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pytest
+from turn_engine import engine_of
+
+from cadence.core.clock import MonotonicClock
+from cadence.llm.backends import create_generator
+from cadence.pipeline.config.loader import load_config
+from cadence.pipeline.frames import EndOfReplyFrame
+from cadence.pipeline.tools import Tool, offered_tools
+from cadence.pipeline.tools.context import ToolContext
+
+DEMO = Path(__file__).parents[1] / "configs" / "sgd-services.yaml"
+MAX_TURNS = 8
+ANSWERS = (
+    # what the agent asked about (words of its reply) → what the caller says
+    (("confirm", "correct", "right?"), "Yes, that's right."),
+    (("anything else", "help you with anything"), "No, that's all. Thanks!"),
+    (("time",), "At 7 pm please."),
+    (("city", "where", "area", "location"), "In San Jose."),
+    (("cuisine", "kind of food", "type of food", "what food"), "American food."),
+    (("how many", "people", "party"), "Just two of us."),
+    (("date", "when", "day"), "Today."),
+)
+BOOK = "That sounds good. Please book me a table there for two at 7 pm today."
+
+
+@dataclass
+class Ledger:
+    """Every service call the agent made, with its arguments and result."""
+
+    calls: list[tuple[str, dict[str, Any], dict[str, Any]]] = field(default_factory=list)
+
+    def spy(self, tool: Tool) -> Tool:
+        async def function(context: ToolContext, **arguments: Any) -> Any:
+            result = json.loads(await tool.call(arguments, context))
+            self.calls.append((tool.name, arguments, result))
+            return result
+
+        return Tool(
+            function,
+            tool.spec,
+            tool.arguments,
+            "context",
+            tool.cancellable,
+            tool.read_only,
+            tool.timeout_ms,
+        )
+
+    def found_names(self) -> set[str]:
+        return {
+            row["restaurant_name"]
+            for name, _, result in self.calls
+            if name == "FindRestaurants"
+            for row in result.get("results", [])
+        }
+
+    def booked(self) -> list[dict[str, Any]]:
+        return [
+            row
+            for name, _, result in self.calls
+            if name == "ReserveRestaurant"
+            for row in result.get("results", [])
+        ]
+
+
+def _answer(reply: str) -> str:
+    said = reply.lower()
+    for words, answer in ANSWERS:
+        if any(word in said for word in words):
+            return answer
+    return BOOK
+
+
+@pytest.mark.skipif(
+    not os.environ.get("CADENCE_DEMO_CHECKPOINT") and "dllm-tools" not in DEMO.read_text(),
+    reason="the shipped checkpoints do not call tools yet (docs/llm.md)",
+)
+async def test_a_scripted_caller_finds_and_books_a_restaurant_with_names_from_the_results() -> None:
+    config = load_config(DEMO)
+    llm = config.models.llm
+    if checkpoint := os.environ.get("CADENCE_DEMO_CHECKPOINT"):  # a model in training
+        backend = os.environ.get("CADENCE_DEMO_BACKEND", llm.backend)
+        llm = llm.model_copy(update={"checkpoint": checkpoint, "backend": backend})
+    ledger = Ledger()
+    tools = [ledger.spy(t) for t in offered_tools([], config.tools)]
+    clock = MonotonicClock()
+    engine = engine_of(create_generator(llm, clock), tools, clock, tools_config=config.tools)
+    transcript: list[str] = []
+
+    await engine.pipeline.start()
+    try:
+        said = "Hi! I'm looking for an American restaurant in San Jose."
+        for turn in range(MAX_TURNS):
+            transcript.append(f"caller: {said}")
+            await engine.says(said)
+            await engine.reply_ends(turn + 1)
+            reply_index = engine.seen.of(EndOfReplyFrame)[-1].reply_index
+            reply = engine.seen.spoken(reply_index)
+            engine.hear(reply_index)
+            transcript.append(f"agent: {reply}")
+            if ledger.booked():
+                break
+            said = _answer(reply)
+    finally:
+        await engine.pipeline.cancel("test over")
+    story = "\n".join(transcript) + "\n" + "\n".join(map(str, ledger.calls))
+    print(story)
+    found = ledger.found_names()
+    assert found, story
+    [booking] = ledger.booked() or [{}]
+    assert booking.get("restaurant_name") in found, story
+    assert (booking["city"], booking["time"]) == ("San Jose", "19:00"), story
+    spoken = " ".join(transcript)
+    assert booking["restaurant_name"] in spoken, story  # the caller heard the name it booked
