@@ -161,9 +161,10 @@ class SlotFiller:
     """Decodes a reply's tokens with its slots filled from the facts' row and its dates and
     times the caller's: a tokenizer's ``decode`` that still turns every prefix of the tokens
     into a prefix of the text, because text after an unclosed ``[`` waits until the slot is
-    complete (and a date or time is only changed once it is whole). A slot the row has no
-    value for is dropped and counted in ``unfilled`` (the model named a field the result
-    lacks); a date or time changed is counted in ``said_back``."""
+    complete (and a date or time is only changed once it is whole). A slot names a field of
+    the row, or the one field whose name has all its words ("[name]": ``restaurant_name``);
+    one the row has no value for is dropped and counted in ``unfilled`` (the model named a
+    field the result lacks); a date or time changed is counted in ``said_back``."""
 
     def __init__(self, tokenizer: TextDecoder | None, facts: ReplyFacts) -> None:
         """``tokenizer``: ``None`` for a filler of text only (:meth:`fill`)."""
@@ -218,8 +219,14 @@ class SlotFiller:
         return say_date(self._said.dates[-1])
 
     def _fill(self, match: re.Match[str]) -> str:
-        key = "_".join(match.group(1).split())
+        words = match.group(1).split()
+        key = "_".join(words)
         if key in self._row:
             return self._row[key]
+        # A slot of another service's field name ("[name]" for "restaurant name") is the
+        # row's one field whose name has all its words.
+        having = [k for k in self._row if set(words) <= set(k.split("_"))]
+        if len(having) == 1:
+            return self._row[having[0]]
         self.unfilled.add(match.group(0))
         return ""

@@ -191,6 +191,16 @@ def test_a_reply_is_emitted_with_its_slots_filled_a_whole_slot_at_a_time() -> No
     full = filler.decode(ids)
     assert full == "How about 71 Saint Peter in San Jose? It is  stars."
     assert filler.unfilled == {"[rating]"}  # a field the result lacks is dropped, and reported
+    short = SlotFiller(tokenizer, ReplyFacts({**row, "street_address": "71 North San Pedro"}))
+    assert short.decode(tokenizer.encode("[name] is at [address], [street].")) == (
+        "71 Saint Peter is at 71 North San Pedro, 71 North San Pedro."
+    )  # the one field whose name has the slot's words
+    assert (
+        SlotFiller(tokenizer, ReplyFacts({**row, "event_name": "x"})).decode(
+            tokenizer.encode("[name]")
+        )
+        == ""
+    )  # two fields have it: none is guessed
     emitter = WordEmitter(SlotFiller(tokenizer, ReplyFacts(row)), VirtualClock())
     pieces = [p.text for n in range(1, len(ids) + 1) if (p := emitter.update(ids[:n]))]
     assert pieces[0] == "How"
