@@ -29,7 +29,7 @@ import json
 import re
 from collections.abc import Mapping, Sequence
 from types import MappingProxyType
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 from cadence.llm.dialogue import Turn
 from cadence.llm.emission import TextDecoder
@@ -62,19 +62,27 @@ class ReplyFacts(NamedTuple):
     """Every value of every row the tools returned in the conversation."""
 
 
-def result_row(text: str) -> dict[str, str]:
-    """The fields of a tool result's JSON text as the model reads them: a search result's
-    first row, a list's first item, or the object itself; ``{}`` for anything else."""
+def result_rows(text: str) -> list[dict[str, Any]]:
+    """The rows of a tool result's JSON text: a search result's rows, a list's objects, or
+    the object itself; none for anything else."""
     try:
         value = json.loads(text)
     except json.JSONDecodeError:
-        return {}
+        return []
     if isinstance(value, dict) and isinstance(value.get("results"), list):
-        value = value["results"][0] if value["results"] else {}
-    elif isinstance(value, list):
-        value = value[0] if value else {}
-    if not isinstance(value, dict):
+        value = value["results"]
+    return [
+        item for item in (value if isinstance(value, list) else [value]) if isinstance(item, dict)
+    ]
+
+
+def result_row(text: str) -> dict[str, str]:
+    """The fields of a tool result's JSON text as the model reads them: its first row
+    (:func:`result_rows`); ``{}`` for anything else."""
+    rows = result_rows(text)
+    if not rows:
         return {}
+    value = rows[0]
     return {
         str(key): item if isinstance(item, str) else json.dumps(item)
         for key, item in value.items()
@@ -95,19 +103,14 @@ class SlotRows(NamedTuple):
 
 def returned_values(history: Sequence[Turn]) -> frozenset[str]:
     """Every value of every row of every tool result in ``history``, as text."""
-    values: set[str] = set()
-    for turn in history:
-        if turn.speaker != "tool":
-            continue
-        try:
-            result = json.loads(turn.text)
-        except json.JSONDecodeError:
-            continue
-        rows = result.get("results") if isinstance(result, dict) else result
-        for row in rows if isinstance(rows, list) else [result]:
-            if isinstance(row, dict):
-                values.update(v for v in row.values() if isinstance(v, str))
-    return frozenset(values)
+    return frozenset(
+        value
+        for turn in history
+        if turn.speaker == "tool"
+        for row in result_rows(turn.text)
+        for value in row.values()
+        if isinstance(value, str)
+    )
 
 
 def latest_rows(history: Sequence[Turn]) -> list[SlotRows]:

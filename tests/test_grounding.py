@@ -16,6 +16,7 @@ import pytest
 from cadence.llm.dialogue import ToolCall, Turn
 from cadence.llm.spoken_values import read_spoken_values
 from cadence.pipeline.tools.context import ToolContext
+from cadence.pipeline.tools.grounding import GroundedCall
 from cadence.pipeline.tools.keypad import Keypad
 from cadence.pipeline.tools.sgd_services import TODAY, packaged_catalogue, sgd_service_tools
 from cadence.tooling.training.tool_evaluation import ToolUseTally, check_grounding
@@ -128,13 +129,17 @@ def test_a_booking_with_an_empty_name_books_what_the_search_found_when_the_calle
     assert datetime.date.fromisoformat(row["date"]).strftime("%A") == "Tuesday"
 
 
-def test_a_value_nobody_said_and_no_catalogue_lists_is_reported_not_replaced() -> None:
+def _ground(service: str, method: str, said: str, arguments: dict[str, str]) -> GroundedCall:
     catalogue = packaged_catalogue()
-    method = catalogue.method_named(["RideSharing_2"], "GetRide")
-    assert method is not None
-    conversation = [Turn("user", "I need a cab to The Villa for 3 people, luxury please.")]
+    found = catalogue.method_named([service], method)
+    assert found is not None
+    return catalogue.ground(found, arguments, [Turn("user", said)])
+
+
+def test_a_value_nobody_said_and_no_catalogue_lists_is_reported_not_replaced() -> None:
+    said = "I need a cab to The Villa for 3 people, luxury please."
     made_up = {"destination": "Kuk Kaung", "number_of_seats": "1", "ride_type": "Regular"}
-    grounded = catalogue.ground(method, made_up, conversation)
+    grounded = _ground("RideSharing_2", "GetRide", said, made_up)
     assert grounded.arguments == {
         "destination": "Kuk Kaung",
         "number_of_seats": "3",
@@ -145,12 +150,9 @@ def test_a_value_nobody_said_and_no_catalogue_lists_is_reported_not_replaced() -
 
 
 def test_a_trip_origin_does_not_become_its_destination() -> None:
-    catalogue = packaged_catalogue()
-    method = catalogue.method_named(["Buses_1"], "FindBus")
-    assert method is not None
-    conversation = [Turn("user", "I'm going from New York to Philly on the 3rd.")]
+    said = "I'm going from New York to Philly on the 3rd."
     wanted = {"from_location": "New York", "to_location": "Philadelphia", "leaving_date": "x"}
-    grounded = catalogue.ground(method, wanted, conversation)
+    grounded = _ground("Buses_1", "FindBus", said, wanted)
     assert grounded.arguments["to_location"] == "Philadelphia"  # nobody said it; nothing else to
     assert grounded.arguments["leaving_date"] == "2019-03-03"
 

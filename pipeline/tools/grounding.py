@@ -30,13 +30,12 @@ Villa") when the model wrote another; that needs the model to copy it.
 from __future__ import annotations
 
 import datetime
-import json
 import re
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
 
 from cadence.llm.dialogue import Turn
+from cadence.llm.result_slots import result_rows
 from cadence.llm.spoken_values import MAX_COUNT, SpokenValues, read_spoken_values
 
 DONT_CARE = "dontcare"
@@ -92,7 +91,9 @@ def ground_call(
     ``kinds`` says how each slot is read (:func:`slot_kind`)."""
     said = [turn.text for turn in conversation if turn.speaker == "user"]
     spoken_words = " " + " ".join(normalise(text) for text in said) + " "
-    returned = [row for turn in conversation if turn.speaker == "tool" for row in _rows(turn)]
+    returned = [
+        row for turn in conversation if turn.speaker == "tool" for row in result_rows(turn.text)
+    ]
     returned_values = {normalise(str(v)) for row in returned for v in row.values()}
     spoken = [read_spoken_values(text, today) for text in said]
     grounded: dict[str, str] = {}
@@ -153,7 +154,7 @@ def _candidates(
             else:
                 found += _named(normalise(turn.text), kind)
         elif turn.speaker == "tool" and results:
-            found += [str(row[slot]) for row in reversed(_rows(turn)) if row.get(slot)]
+            found += [str(row[slot]) for row in reversed(result_rows(turn.text)) if row.get(slot)]
     return found
 
 
@@ -175,15 +176,6 @@ def _named(words: str, kind: SlotKind) -> list[str]:
             kept.append(value)
             end = stop
     return kept
-
-
-def _rows(turn: Turn) -> list[dict[str, Any]]:
-    try:
-        result = json.loads(turn.text)
-    except json.JSONDecodeError:
-        return []
-    rows = result.get("results") if isinstance(result, dict) else None
-    return [row for row in rows if isinstance(row, dict)] if isinstance(rows, list) else []
 
 
 def _nameable(value: str) -> bool:

@@ -32,6 +32,7 @@ from cadence.llm.result_slots import (
     ReplyFacts,
     SlotFiller,
     latest_rows,
+    result_rows,
     returned_values,
     says_date_or_time,
 )
@@ -65,15 +66,8 @@ def entity_lexicon(turns: Iterable[Turn]) -> frozenset[str]:
     common = {word for word, _ in spoken.most_common(COMMON_WORDS)}
     values: set[str] = set()
     for turn in turns:
-        if turn.speaker != "tool":
-            continue
-        try:
-            result = json.loads(turn.text)
-        except json.JSONDecodeError:
-            continue
-        rows = result.get("results", []) if isinstance(result, dict) else []
-        for row in rows if isinstance(rows, list) else []:
-            for slot, value in row.items() if isinstance(row, dict) else ():
+        for row in result_rows(turn.text) if turn.speaker == "tool" else ():
+            for slot, value in row.items():
                 text = _norm(str(value))
                 if ENTITY_SLOTS.search(slot) and len(text) >= MIN_ENTITY_CHARS:
                     values.add(text)
