@@ -93,6 +93,9 @@ def test_a_search_with_values_the_caller_never_said_runs_with_the_ones_they_did(
     found = _run("FindRestaurants", {"city": "Oakland", "cuisine": "Italian"}, conversation)
     assert found["n_results"] > 0
     assert {(row["city"], row["cuisine"]) for row in found["results"]} == {("San Jose", "American")}
+    # a piece of what the caller said is not what they said
+    found = _run("FindRestaurants", {"city": "San", "cuisine": "American"}, conversation)
+    assert {row["city"] for row in found["results"]} == {"San Jose"}
     # what the model wrote is kept when the caller did say it, whatever else they said
     said = [Turn("user", "Italian in Oakland, or American in San Jose, either.")]
     found = _run("FindRestaurants", {"city": "Oakland", "cuisine": "Italian"}, said)

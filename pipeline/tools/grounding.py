@@ -10,7 +10,8 @@ understanding would. For each argument, in this order:
 
 1. ``dontcare``, a flag (``True``/``False``) and a value the conversation holds — said by the
    caller in those words, returned by a service, or read from the caller's words as the
-   service writes it (:func:`read_spoken_values`: "next Tuesday" is ``2019-03-05``) — stand.
+   service writes it (:func:`read_spoken_values`: "next Tuesday" is ``2019-03-05``) — stand;
+   but not a piece of a longer candidate ("San" when the caller said "San Jose").
 2. Otherwise the slot's **candidates** in the conversation are the values of that slot the
    caller said (a date, a time or a count read from their words; a value of the slot's schema
    or of the service's catalogue, "San Jose", "American", named in their words) and, for a
@@ -112,10 +113,14 @@ def ground_call(
             for c in _candidates(slot, kind, conversation, spoken, results=not schema)
             if normalise(c) not in others
         ]
+        named = {normalise(c) for c in candidates}
+        fragment = any(f" {wanted} " in f" {c} " and wanted != c for c in named)
         if wanted and (
-            wanted in {normalise(c) for c in candidates}
+            wanted in named
             or (
-                kind.spoken is None and (f" {wanted} " in spoken_words or wanted in returned_values)
+                kind.spoken is None
+                and not fragment  # "San" of "San Jose"
+                and (f" {wanted} " in spoken_words or wanted in returned_values)
             )
         ):
             grounded[slot] = value
