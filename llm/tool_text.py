@@ -19,8 +19,11 @@ the model's edge, in both directions, for training data and for decoding alike.
 from __future__ import annotations
 
 import json
+import logging
 from collections.abc import Mapping
 from typing import Any
+
+logger = logging.getLogger(__name__)
 
 FIELD_SEPARATOR = "; "
 """Between two ``key: value`` fields (a value seldom holds it; one that does has it replaced)."""
@@ -39,19 +42,28 @@ def call_text(name: str, arguments: Mapping[str, Any]) -> str:
 
 def parse_call(text: str) -> tuple[str, dict[str, str]]:
     """The method and arguments of a call the model wrote (``call_text``'s inverse; every
-    value comes back as a string: the tool's schema converts it when the call is run)."""
+    value comes back as a string: the tool's schema converts it when the call is run). A
+    field that is not ``key: value`` ("time] 12:30", a model's garble) is left out and the
+    call stands on the rest (a key written twice keeps its first value); a call with no
+    field that parses is refused."""
     name, _, rest = text.strip().partition(" ")
     if not name or not all(c.isalnum() or c in "_-" for c in name):
         raise ToolTextError(f"no tool name at the start of {text!r}")
     arguments: dict[str, str] = {}
+    garbled: list[str] = []
     for field in rest.split(FIELD_SEPARATOR.strip()):
         if not field.strip():
             continue
         key, separator, value = field.partition(KEY_SEPARATOR.strip())
         key = "_".join(key.split())
         if not separator or not key.isidentifier():
-            raise ToolTextError(f"{field.strip()!r} is not 'key: value' in {text!r}")
-        arguments[key] = value.strip()
+            garbled.append(field.strip())
+        else:
+            arguments.setdefault(key, value.strip())
+    if garbled and not arguments:
+        raise ToolTextError(f"{garbled[0]!r} is not 'key: value' in {text!r}")
+    if garbled:  # the call stands on what parses; the tool says what is missing
+        logger.info("call %s: left out what is not 'key: value': %s", name, "; ".join(garbled))
     return name, arguments
 
 

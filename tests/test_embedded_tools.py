@@ -72,6 +72,15 @@ def test_what_is_not_a_call_is_refused_saying_why(garbage: str) -> None:
         parse_call(garbage)
 
 
+def test_a_call_with_a_garbled_field_stands_on_the_fields_that_parse() -> None:
+    """What a diffusion model wrote, committing several positions at once."""
+    text = "ReserveRestaurant city: San Jose; time: :00; time] 12:30; party size: 2"
+    assert parse_call(text) == (
+        "ReserveRestaurant",
+        {"city": "San Jose", "time": ":00", "party_size": "2"},
+    )
+
+
 def test_a_result_is_read_names_first_without_what_the_call_said() -> None:
     rows = [{"city": "San Jose", "phone_number": "408-971-8523", "restaurant_name": "Bazille"}]
     result = json.dumps({"n_results": 10, "results": rows})

@@ -521,7 +521,11 @@ class TurnStage(Stage):
                 self._generator.stream(conversation, self._runner.specs, choice)
             ) as pieces:
                 async for piece in arriving_within(pieces, limit_ms):
-                    reply.error = piece.error or reply.error
+                    if piece.error:
+                        reply.error = piece.error
+                        logger.warning(
+                            "%s: reply %d: %s", self.name, reply.reply_index, piece.error
+                        )
                     if piece.text:
                         await self._emit(reply, piece.text, piece.at_ms)
                     calls = piece.tool_calls or calls
