@@ -241,6 +241,11 @@ def test_a_date_or_time_nobody_said_is_said_as_the_caller_said_it() -> None:
     assert not kept.said_back
     nothing_said = SlotFiller(tokenizer, ReplyFacts({}, said_values([])))
     assert nothing_said.decode(ids) == tokenizer.decode(ids)  # no time of theirs to say
+    counted = tokenizer.encode("I found 10 restaurants for 2")
+    emitter = WordEmitter(tokenizer, VirtualClock())
+    pieces = [p.text for n in range(1, len(counted) + 1) if (p := emitter.update(counted[:n]))]
+    last = emitter.finish(counted)
+    assert "".join(pieces) + (last.text if last else "") == "I found 10 restaurants for 2"
 
 
 def test_agent_turns_after_a_result_are_read_and_written_with_slots() -> None:
