@@ -41,6 +41,8 @@ ResultRow = Mapping[str, str]
 _SLOT = re.compile(r"\[([a-z0-9]+(?: [a-z0-9]+)*)\]")
 _UNSAYABLE = frozenset({"true", "false", "none", "null"})
 """Field values never turned into slots: flags, not words a reply says."""
+_COUNTED = frozenset({"party_size", "travelers", "passengers", "group_size"})
+"""Slots that count people or things without "number" in their name."""
 _MONTHS = "|".join(calendar.month_name[1:])
 _SAID_TIME = re.compile(r"\b(\d{1,2})(?::(\d{2}))? ?([ap])(?:m\b|\.m\.)", re.IGNORECASE)
 _SAID_DATE = re.compile(rf"\b({_MONTHS}) (\d{{1,2}})(?:st|nd|rd|th)?\b", re.IGNORECASE)
@@ -166,8 +168,10 @@ class SlotFiller:
     into a prefix of the text, because text after an unclosed ``[`` waits until the slot is
     complete (and a date or time is only changed once it is whole). A slot names a field of
     the row, or the one field whose name has all its words ("[name]": ``restaurant_name``);
-    one the row has no value for is dropped and counted in ``unfilled`` (the model named a
-    field the result lacks); a date or time changed is counted in ``said_back``."""
+    a date, time or count the row lacks is the caller's latest ("[time]" before the booking
+    that returns one: "7 pm"); any other the row has no value for is dropped and counted in
+    ``unfilled`` (the model named a field the result lacks); a date or time changed is
+    counted in ``said_back``."""
 
     def __init__(self, tokenizer: TextDecoder | None, facts: ReplyFacts) -> None:
         """``tokenizer``: ``None`` for a filler of text only (:meth:`fill`)."""
@@ -231,5 +235,12 @@ class SlotFiller:
         having = [k for k in self._row if set(words) <= set(k.split("_"))]
         if len(having) == 1:
             return self._row[having[0]]
+        # A date, time or count the result lacks is the caller's, said back.
+        if "date" in words and self._said.dates:
+            return say_date(self._said.dates[-1])
+        if "time" in words and self._said.times:
+            return say_time(self._said.times[-1])
+        if ("number" in words or key in _COUNTED) and self._said.counts:
+            return self._said.counts[-1]
         self.unfilled.add(match.group(0))
         return ""

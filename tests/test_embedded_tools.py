@@ -239,6 +239,11 @@ def test_a_date_or_time_nobody_said_is_said_as_the_caller_said_it() -> None:
     kept = SlotFiller(tokenizer, ReplyFacts({}, said, frozenset({"18:00"})))
     assert kept.decode(tokenizer.encode(right)) == right
     assert not kept.said_back
+    slots = tokenizer.encode("A table for [party size] at [time] on [date] at [restaurant name].")
+    history.append(Turn("user", "Three of us."))
+    caller_slots = SlotFiller(tokenizer, ReplyFacts({}, said_values(history)))
+    assert caller_slots.decode(slots) == "A table for 3 at 7:30 pm on March 5th at ."
+    assert caller_slots.unfilled == {"[restaurant name]"}  # no result: no name to say
     nothing_said = SlotFiller(tokenizer, ReplyFacts({}, said_values([])))
     assert nothing_said.decode(ids) == tokenizer.decode(ids)  # no time of theirs to say
     counted = tokenizer.encode("I found 10 restaurants for 2")

@@ -305,6 +305,7 @@ def eval_lm_command(
         table.add_row(label, *("—" if v is None else style.format(v) for v in values))
     for label, key in (
         ("tool calls: exact match", "call_exact_match"),
+        ("tool calls: exact match, grounded", "call_exact_match_grounded"),
         ("tool calls: method right", "call_method_right"),
         ("called on call turns", "called_on_call_turns"),
         ("called instead of speaking", "called_instead_of_speaking"),
