@@ -25,7 +25,7 @@ chromium:
 		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium; }
 
 demo: $(STAMP)
-	$(BIN)/cadence serve
+	$(BIN)/cadence serve --config configs/sgd-services.yaml
 
 # ruff, then the import contract of pyproject.toml ([tool.importlinter]): dependencies run one way.
 lint: $(STAMP)

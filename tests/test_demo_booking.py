@@ -1,7 +1,10 @@
 """The demo's agent books a restaurant: a scripted caller who wants American food in San Jose
-at 7 pm, and answers what the agent asks, talks to the real turn engine running the shipped
-tool-calling model (``configs/sgd-services.yaml``) and the offline SGD services. The caller
-only ever hears names the services returned."""
+at 7 pm, and answers what the agent asks, talks to the real turn engine running the demo's
+configuration (``configs/sgd-services.yaml``, what ``make demo`` serves: the shipped
+tool-calling diffusion model and the offline SGD services). The booking is of a restaurant
+the search returned, in the city and at the time the caller asked for, and the caller hears
+its name. ``CADENCE_DEMO_CHECKPOINT`` (and ``CADENCE_DEMO_BACKEND``) try a model in
+training instead."""
 
 from __future__ import annotations
 
@@ -11,7 +14,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import pytest
 from turn_engine import engine_of
 
 from cadence.core.clock import MonotonicClock
@@ -83,10 +85,6 @@ def _answer(reply: str) -> str:
     return BOOK
 
 
-@pytest.mark.skipif(
-    not os.environ.get("CADENCE_DEMO_CHECKPOINT") and "dllm-tools" not in DEMO.read_text(),
-    reason="the shipped checkpoints do not call tools yet (docs/llm.md)",
-)
 async def test_a_scripted_caller_finds_and_books_a_restaurant_with_names_from_the_results() -> None:
     config = load_config(DEMO)
     # The words must not depend on how busy the machine is: no deadline lowers the
