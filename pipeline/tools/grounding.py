@@ -52,10 +52,8 @@ class SlotKind:
 
     spoken: Callable[[SpokenValues], tuple[str, ...]] | None
     """Dates, times or counts read from the words; ``None``: values named in the words."""
-    values: frozenset[str]
-    """Values named in the words (the schema's and the catalogue's), normalised → as written
-    in :attr:`names`."""
     names: dict[str, str] = field(default_factory=dict)
+    """Values named in the words (the schema's and the catalogue's): normalised → as written."""
 
 
 @dataclass(frozen=True)
@@ -72,13 +70,13 @@ def slot_kind(slot: str, schema_values: Sequence[str], catalogue_values: Iterabl
     """How ``slot`` is read: a date, a time, a count (a schema of numbers only), or a value
     named in the words (its schema's and catalogue's values)."""
     if "date" in slot:
-        return SlotKind(lambda spoken: spoken.dates, frozenset())
+        return SlotKind(lambda spoken: spoken.dates)
     if "time" in slot:
-        return SlotKind(lambda spoken: spoken.times, frozenset())
+        return SlotKind(lambda spoken: spoken.times)
     if schema_values and all(v.isdigit() and int(v) <= MAX_COUNT for v in schema_values):
-        return SlotKind(lambda spoken: spoken.counts, frozenset())
+        return SlotKind(lambda spoken: spoken.counts)
     names = {normalise(v): v for v in (*catalogue_values, *schema_values) if _nameable(v)}
-    return SlotKind(None, frozenset(names), names)
+    return SlotKind(None, names)
 
 
 def ground_call(
@@ -171,7 +169,7 @@ def _named(words: str, kind: SlotKind) -> list[str]:
     for start in range(len(tokens)):
         for length in range(min(MAX_VALUE_WORDS, len(tokens) - start), 0, -1):
             phrase = " ".join(tokens[start : start + length])
-            if phrase in kind.values:
+            if phrase in kind.names:
                 found.append((start, start + length, kind.names[phrase]))
                 break
     kept: list[str] = []
