@@ -14,11 +14,11 @@ from typing import Any
 import pytest
 
 from cadence.llm.dialogue import ToolCall, Turn
-from cadence.llm.spoken_values import read_spoken_values
+from cadence.llm.spoken_values import SGD_TODAY, read_spoken_values
 from cadence.pipeline.tools.context import ToolContext
 from cadence.pipeline.tools.grounding import GroundedCall
 from cadence.pipeline.tools.keypad import Keypad
-from cadence.pipeline.tools.sgd_services import TODAY, packaged_catalogue, sgd_service_tools
+from cadence.pipeline.tools.sgd_services import packaged_catalogue, sgd_service_tools
 from cadence.tooling.training.tool_evaluation import ToolUseTally, check_grounding
 
 DEV_SAMPLE = Path(__file__).parent / "data" / "dialogue" / "sgd_tools_dev_sample.jsonl"
@@ -44,9 +44,9 @@ DEV_SAMPLE = Path(__file__).parent / "data" / "dialogue" / "sgd_tools_dev_sample
 def test_spoken_dates_times_and_counts_are_read_as_the_services_write_them(
     said: str, dates: list[str], times: list[str], counts: list[str]
 ) -> None:
-    values = read_spoken_values(said, TODAY)
+    values = read_spoken_values(said, SGD_TODAY)
     assert (list(values.dates), list(values.times), list(values.counts)) == (dates, times, counts)
-    assert TODAY.weekday() == 4  # a Friday: "next Friday" is a week on
+    assert SGD_TODAY.weekday() == 4  # a Friday: "next Friday" is a week on
 
 
 def test_the_corpus_own_calls_come_out_as_sent_and_its_callers_values_read_as_they_sent_them() -> (

@@ -52,9 +52,6 @@ CATALOGUE = "sgd_services.json.gz"
 RESULTS_SHOWN = 5
 """Rows a search returns, as the corpus's services did."""
 DONT_CARE = "dontcare"
-TODAY = SGD_TODAY
-"""The corpus's "today" (a Friday): its dates follow from it, and callers' dates are read
-relative to it."""
 
 
 class ServiceUnavailableError(ValueError):
@@ -145,7 +142,7 @@ class SGDCatalogue:
                 for slot in (*method.required, *method.optional)
             }
         return ground_call(
-            arguments, self._slot_kinds[key], method.slot_values, conversation, TODAY
+            arguments, self._slot_kinds[key], method.slot_values, conversation, SGD_TODAY
         )
 
     @functools.cached_property

@@ -36,8 +36,8 @@ from cadence.llm.result_slots import (
     returned_values,
     says_date_or_time,
 )
-from cadence.llm.spoken_values import MAX_COUNT, read_spoken_values, said_values
-from cadence.pipeline.tools.sgd_services import TODAY, SGDCatalogue
+from cadence.llm.spoken_values import MAX_COUNT, SGD_TODAY, read_spoken_values, said_values
+from cadence.pipeline.tools.sgd_services import SGDCatalogue
 from cadence.tooling.training.corpus import read_dialogues
 
 ENTITY_SLOTS = re.compile(
@@ -247,7 +247,7 @@ def check_grounding(path: Path, catalogue: SGDCatalogue, examples: int = 20) -> 
             for slot, value in turn.get("call", {}).get("args", {}).items():
                 kind = _spoken_kind(slot, value)
                 if kind is not None and slot in informed:
-                    said = getattr(read_spoken_values(informed[slot], TODAY), kind)
+                    said = getattr(read_spoken_values(informed[slot], SGD_TODAY), kind)
                     read[kind][0] += value in said
                     read[kind][1] += 1
     kept = calls = replies_kept = replies = 0
