@@ -25,6 +25,7 @@ from cadence.llm.emission import ReplyPiece
 from cadence.llm.graphed_decoder import GraphedBlockDiffusionDecoder
 from cadence.llm.options import LLMOptions
 from cadence.llm.result_slots import ReplyFacts
+from cadence.llm.spoken_calls import guard_spoken_calls, spoken_call_ids
 from cadence.llm.tools import ToolChoice, ToolSpec
 
 
@@ -118,6 +119,7 @@ class DecoderTurnGenerator:
         self.last_stats = ReplyStats()
         """Statistics of the latest reply (steps per block, timings, final text)."""
         self._lock = asyncio.Lock()
+        self._spoken_ids = spoken_call_ids()
 
     @property
     def decoder(self) -> _Decoder:
@@ -139,7 +141,7 @@ class DecoderTurnGenerator:
         async with self._lock:
             await asyncio.to_thread(self._decoder.prefill, context)
 
-    async def stream(
+    def stream(
         self,
         history: Sequence[Turn],
         tools: Sequence[ToolSpec] = (),
@@ -150,7 +152,15 @@ class DecoderTurnGenerator:
         stream ends. A model trained with tool calls (its tokenizer has the tool tokens) may
         end the reply with calls when ``tools`` are offered and ``tool_choice`` is ``auto``;
         it does not read the tools' descriptions, it learned its services' methods and
-        arguments in training. Other models read only the words of the history."""
+        arguments in training. Other models read only the words of the history. Whatever
+        the model, words that read as a call of one of ``tools`` are not said
+        (``llm/spoken_calls.py``)."""
+        pieces = self._pieces(history, tools, tool_choice)
+        return guard_spoken_calls(pieces, tools, tool_choice, self._spoken_ids)
+
+    async def _pieces(
+        self, history: Sequence[Turn], tools: Sequence[ToolSpec], tool_choice: ToolChoice
+    ) -> AsyncGenerator[ReplyPiece, None]:
         prompt = self.prompt(history)
         calls = bool(tools) and tool_choice == "auto"
         async with self._lock:

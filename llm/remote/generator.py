@@ -24,6 +24,7 @@ from cadence.llm.remote.messages import chat_messages, offered_tools
 from cadence.llm.remote.sse import EventStreamDecoder
 from cadence.llm.remote.tool_calls import ToolCallAssembler, ToolCallError
 from cadence.llm.remote.words import WordBuffer
+from cadence.llm.spoken_calls import guard_spoken_calls
 from cadence.llm.tools import ToolChoice, ToolSpec
 
 logger = logging.getLogger(__name__)
@@ -100,7 +101,7 @@ class OpenAITurnGenerator:
     async def prefill(self, history: Sequence[Turn]) -> None:
         """Nothing to prepare: the service keeps no state between requests."""
 
-    async def stream(
+    def stream(
         self,
         history: Sequence[Turn],
         tools: Sequence[ToolSpec] = (),
@@ -108,7 +109,14 @@ class OpenAITurnGenerator:
     ) -> AsyncGenerator[ReplyPiece, None]:
         """The reply to ``history`` (ending with the user's turn, or with the results of the
         agent's calls), piece by piece as its words arrive, then the calls of ``tools`` it
-        makes, if any. Closing or cancelling the iteration closes the HTTP stream at once."""
+        makes, if any. Closing or cancelling the iteration closes the HTTP stream at once. A
+        call the service writes in its words is not said (``llm/spoken_calls.py``)."""
+        pieces = self._pieces(history, tools, tool_choice)
+        return guard_spoken_calls(pieces, tools, tool_choice, self._made_up_ids)
+
+    async def _pieces(
+        self, history: Sequence[Turn], tools: Sequence[ToolSpec], tool_choice: ToolChoice
+    ) -> AsyncGenerator[ReplyPiece, None]:
         loop = asyncio.get_running_loop()
         deadlines = ReplyDeadlines(self._settings, loop.time())
         words = WordBuffer()
