@@ -20,6 +20,7 @@ from pydantic import (
 
 from cadence.core.options import Options
 from cadence.llm.options import LLMOptions
+from cadence.pipeline.config.ice import IceServerConfig, IceTransportPolicy, is_turn
 from cadence.voice.tts import FIRST_PHRASE_MAX_WORDS
 
 
@@ -338,6 +339,23 @@ class ServerConfig(Options):
     page: PageConfig = PageConfig()
     """How the demo page describes the agent: its scope follows the turn generator
     (`models.llm`), so a configuration that changes one should change the other."""
+    ice_servers: list[IceServerConfig] = Field(default_factory=list)
+    """STUN and TURN servers for the browser's WebRTC call, handed to the server's peer and
+    to the page (`pipeline/config/ice.py`; docs/web.md has a coturn example); empty = none
+    is contacted, and only the machine's own addresses are offered, which a visitor behind
+    NAT cannot reach."""
+    ice_transport_policy: IceTransportPolicy = "all"
+    """`relay`: both peers use TURN relays only, so the audio always goes through the TURN
+    server and neither side's own address is offered (needs a TURN server above); `all`:
+    every path ICE finds."""
+
+    @model_validator(mode="after")
+    def _relay_needs_turn(self) -> ServerConfig:
+        if self.ice_transport_policy == "relay" and not any(
+            is_turn(url) for server in self.ice_servers for url in server.urls
+        ):
+            raise ValueError("ice_transport_policy relay needs a TURN server in ice_servers")
+        return self
 
 
 class TelephonyConfig(Options):
