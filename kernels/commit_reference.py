@@ -31,10 +31,15 @@ class CommitDecision(NamedTuple):
 def top_predictions(
     logits: torch.Tensor, banned: torch.Tensor
 ) -> tuple[torch.Tensor, torch.Tensor]:
-    """Top probability and its token for each row of ``logits`` ``[..., vocab]``, with the
-    ``banned`` ids excluded. A row with only −inf logits has no distribution (its softmax is
-    NaN): it gets confidence 0 and token 0 rather than NaN."""
-    probabilities = logits.index_fill(-1, banned, float("-inf")).softmax(-1)
+    """Top probability and its token for each row of ``logits`` ``[..., vocab]`` (any float
+    dtype; the softmax is float32), with the ``banned`` ids excluded: int64 ids, or a boolean
+    mask ``[vocab]`` (``True`` = banned). A row with only −inf logits has no distribution (its
+    softmax is NaN): it gets confidence 0 and token 0 rather than NaN."""
+    if banned.dtype == torch.bool:
+        excluded = logits.masked_fill(banned, float("-inf"))
+    else:
+        excluded = logits.index_fill(-1, banned, float("-inf"))
+    probabilities = excluded.softmax(-1, dtype=torch.float32)
     confidence, prediction = probabilities.max(-1)
     defined = ~confidence.isnan()
     zero = torch.zeros((), dtype=confidence.dtype, device=confidence.device)
@@ -70,7 +75,8 @@ def commit_reference(
     ends: torch.Tensor,
 ) -> CommitDecision:
     """The whole step for ``logits`` ``[batch, block, vocab]`` (row *i* predicts position
-    *i*) and ``masked`` ``[batch, block]``; ``banned`` and ``ends`` are int64 token ids."""
+    *i*) and ``masked`` ``[batch, block]``; ``banned`` is int64 token ids or a boolean mask
+    of the vocabulary, ``ends`` int64 token ids."""
     confidence, prediction = top_predictions(logits, banned)
     commit = select_commits(confidence, prediction, masked, threshold, ends)
     return CommitDecision(commit, prediction, confidence)

@@ -10,11 +10,11 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from cadence.llm.kv_cache import KVCache
+from cadence.llm.kv_cache import ConversationStore
 
 
 class ConversationCache:
-    def __init__(self, kv: KVCache, block_size: int) -> None:
+    def __init__(self, kv: ConversationStore, block_size: int) -> None:
         self._block_size = block_size
         self.kv = kv
         self.ids: list[int] = []

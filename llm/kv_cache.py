@@ -20,6 +20,16 @@ class KeyValueStore(Protocol):
     ) -> tuple[torch.Tensor, torch.Tensor]: ...
 
 
+class ConversationStore(KeyValueStore, Protocol):
+    """A cache a conversation keeps across turns: :class:`KVCache`, or the preallocated
+    buffers of the open-weight graphed decoder
+    (:class:`cadence.llm.open_weights.static_cache.StaticKVCache`)."""
+
+    def cached(self, layer: int) -> tuple[torch.Tensor, torch.Tensor] | None: ...
+
+    def truncate(self, length: int) -> None: ...
+
+
 class KVCache:
     def __init__(self, n_layers: int) -> None:
         self._keys: list[torch.Tensor | None] = [None] * n_layers

@@ -8,7 +8,9 @@ the test process imports them (the dispatcher does so lazily, on CUDA or when fo
 
 from __future__ import annotations
 
+import json
 import os
+from collections.abc import Sequence
 
 os.environ["TRITON_INTERPRET"] = "1"
 
@@ -25,13 +27,17 @@ except ImportError:
 from cadence import kernels
 from cadence.core.clock import VirtualClock
 from cadence.kernels.commit_reference import commit_reference
+from cadence.kernels.dispatch import banned_mask
 from cadence.kernels.reference import block_attention_reference
 from cadence.kernels.triton_attention import block_attention_triton
-from cadence.kernels.triton_commit import VOCAB_CHUNK, commit_triton
+from cadence.kernels.triton_commit import MAX_CHUNKS, VOCAB_CHUNK, chunk_size, commit_triton
 from cadence.llm.block_diffusion import BlockDiffusionDecoder
 from cadence.llm.decoding import DecodingOptions, ReplyStats
 from cadence.llm.dialogue import Turn
 from cadence.llm.graphed_decoder import GraphedBlockDiffusionDecoder
+from cadence.llm.open_weights import FAST_DLLM_V2, SDAR, Family
+from cadence.llm.open_weights.decoder import never_predicted
+from cadence.tooling.bench import tiny_open_weights as tiny
 
 NEG_INF = float("-inf")
 
@@ -41,7 +47,8 @@ def test_the_kernels_run_in_the_interpreter() -> None:
 
     from cadence.kernels import triton_attention, triton_commit
 
-    assert isinstance(triton_commit._commit_kernel, InterpretedFunction)
+    assert isinstance(triton_commit._partial_kernel, InterpretedFunction)
+    assert isinstance(triton_commit._decide_kernel, InterpretedFunction)
     assert isinstance(triton_attention._block_attention_kernel, InterpretedFunction)
 
 
@@ -115,7 +122,7 @@ def test_commit_matches_the_reference(batch: int, block: int, vocab: int, thresh
     banned, ends = torch.tensor([1, 3, 4]), torch.tensor([2, 0])
     on_device = torch.tensor([threshold])
     expected = commit_reference(logits, masked, on_device, banned, ends)
-    got = commit_triton(logits, masked, on_device, banned, ends)
+    got = commit_triton(logits, masked, on_device, banned_mask(banned, vocab), ends)
     assert torch.equal(got.commit, expected.commit)
     assert torch.equal(got.prediction, expected.prediction)
     torch.testing.assert_close(got.confidence, expected.confidence)
@@ -128,7 +135,8 @@ def test_commit_is_safe_on_lanes_that_see_only_minus_inf() -> None:
     logits[1, 4] = NEG_INF
     masked[:, 2] = masked[1, 4] = True
     banned, ends = torch.tensor([VOCAB_CHUNK + 3]), torch.tensor([2])
-    got = commit_triton(logits, masked, torch.tensor([0.5]), banned, ends)
+    mask = banned_mask(banned, VOCAB_CHUNK + 10)
+    got = commit_triton(logits, masked, torch.tensor([0.5]), mask, ends)
     expected = commit_reference(logits, masked, torch.tensor([0.5]), banned, ends)
     assert not got.confidence.isnan().any()
     assert got.confidence[0, 2] == got.confidence[1, 4] == 0
@@ -144,12 +152,81 @@ def test_commit_holds_an_end_of_turn_until_its_left_is_committed() -> None:
     logits[0, :, 2] = torch.tensor([0.0, 0.0, 9.0, 9.0])  # positions 2, 3 sure of <eot> (2)
     logits[0, 0, 7] = logits[0, 1, 8] = 1.0  # positions 0, 1 unsure of words
     masked = torch.ones(1, 4, dtype=torch.bool)
-    ends = torch.tensor([2])
-    got = commit_triton(logits, masked, torch.tensor([0.9]), torch.tensor([5]), ends)
+    ends, banned = torch.tensor([2]), banned_mask(torch.tensor([5]), 10)
+    got = commit_triton(logits, masked, torch.tensor([0.9]), banned, ends)
     assert got.commit.tolist() == [[True, False, False, False]]  # the most confident word
     masked[0, :2] = False
-    got = commit_triton(logits, masked, torch.tensor([0.9]), torch.tensor([5]), ends)
+    got = commit_triton(logits, masked, torch.tensor([0.9]), banned, ends)
     assert got.commit.tolist() == [[False, False, True, False]]  # now <eot> may commit
+
+
+QWEN_VOCAB = 151_936
+"""Rows of the families' output heads (Qwen2.5-1.5B, Qwen3-1.7B)."""
+
+
+def _family_banned(family: Family, tokenizer_ids: Sequence[int]) -> torch.Tensor:
+    """The banned mask as the decoder builds it, for a tokenizer that knows ``tokenizer_ids``."""
+    return never_predicted(QWEN_VOCAB, tokenizer_ids, family.mask_id)
+
+
+@pytest.mark.parametrize(
+    ("family", "block", "tokenizer"),
+    [
+        # The published tokenizers number every id up to the mask: 272 (Fast-dLLM v2) and
+        # 268 (SDAR) ids of the padded vocabulary are banned. A block of 32 is what the
+        # graphed decoder decides over (Fast-dLLM v2's sub-blocks are a window inside it).
+        (FAST_DLLM_V2, 32, "published"),
+        (SDAR, 4, "published"),
+        # The tests' and the GPU bench's tokenizer knows a few hundred ids: 151,6xx banned.
+        (SDAR, 4, "tiny"),
+    ],
+)
+def test_commit_at_the_real_vocabulary_with_the_families_banned_ids(
+    family: Family, block: int, tokenizer: str
+) -> None:
+    if tokenizer == "published":
+        known: Sequence[int] = range(family.mask_id + 1)
+    else:
+        vocab = json.loads(tiny.tokenizer_json(family))["model"]["vocab"]
+        known = sorted(vocab.values())
+    banned = _family_banned(family, known)
+    assert int(banned.sum()) == (
+        {"Fast-dLLM v2": 272, "SDAR": 268}[family.name]
+        if tokenizer == "published"
+        else QWEN_VOCAB - len(known) + 2
+    )
+    logits, masked = _commit_inputs(1, block, QWEN_VOCAB, seed=block)
+    logits[0, :, 151_645] += 6.0  # the end of a turn is likely, and held by the guard
+    ends = torch.tensor([151_645, 151_643])
+    for threshold in (0.5,) if block > 8 else (0.0, 0.5, 1.0):  # the interpreter is slow
+        on_device = torch.tensor([threshold])
+        expected = commit_reference(logits, masked, on_device, banned, ends)
+        got = commit_triton(logits, masked, on_device, banned, ends)
+        assert torch.equal(got.commit, expected.commit)
+        assert torch.equal(got.prediction, expected.prediction)
+        # Over 151,936 logits the reference's float32 softmax drifts by up to ~2e-5 of the
+        # value; the kernel's online sum stays within 1e-6 of the float64 truth.
+        torch.testing.assert_close(got.confidence, expected.confidence, rtol=5e-5, atol=1e-7)
+        exact = logits.double().masked_fill(banned, NEG_INF).softmax(-1).max(-1).values
+        torch.testing.assert_close(got.confidence.double(), exact, rtol=1e-6, atol=1e-9)
+        assert not banned[got.prediction].any()
+
+
+def test_the_dispatcher_gives_the_kernel_ids_as_a_mask() -> None:
+    logits, masked = _commit_inputs(2, 8, 300, seed=5)
+    ids, ends = torch.tensor([7, 11, 250]), torch.tensor([2])
+    logits[:, :, 11] = 50.0  # a banned id would win everywhere
+    with kernels.use_backend("triton"):
+        got = kernels.commit_decision(logits, masked, 0.3, ids, ends)
+    expected = commit_reference(logits, masked, 0.3, ids, ends)
+    assert torch.equal(got.prediction, expected.prediction)
+    assert torch.equal(got.commit, expected.commit)
+    assert not torch.isin(got.prediction, ids).any()
+
+
+def test_a_huge_vocabulary_takes_larger_chunks_not_more() -> None:
+    assert chunk_size(QWEN_VOCAB) == VOCAB_CHUNK
+    assert -(-(10**7) // chunk_size(10**7)) <= MAX_CHUNKS
 
 
 # --- a whole reply through the dispatcher ------------------------------------------------

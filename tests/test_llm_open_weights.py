@@ -33,6 +33,7 @@ from cadence.llm.open_weights import (
 from cadence.llm.open_weights.chat import SYSTEM_PROMPT, ChatFormat, ChatTokenizer
 from cadence.llm.open_weights.decoder import OpenWeightsModel
 from cadence.llm.open_weights.families import QWEN_CONTROL_IDS
+from cadence.llm.open_weights.graphed import GraphedOpenWeightsDecoder
 from cadence.llm.open_weights.network import QwenForCausalLM
 from cadence.llm.open_weights.shape import QwenShape
 from cadence.llm.options import LLMOptions
@@ -198,6 +199,43 @@ async def test_prefill_while_the_user_speaks_saves_work_and_changes_nothing(
     assert await warm.reply(HISTORY) == await cold.reply(HISTORY)
     saved = cold.last_stats.prefilled_tokens - warm.last_stats.prefilled_tokens
     assert saved >= models[name].block_size
+
+
+@pytest.mark.parametrize("name", NAMES)
+@pytest.mark.parametrize(("threshold", "carry_blocks"), [(0.9, 4), (0.05, 0)])
+def test_the_fixed_shape_steps_decode_what_the_eager_decoder_decodes(
+    models: dict[str, Tiny], name: str, threshold: float, carry_blocks: int
+) -> None:
+    """The graphed decoder's steps (run eagerly here, as on every CPU) against the eager
+    decoder, token for token and step for step, over turns that grow the cache across
+    buckets, with a prefill while 'the caller speaks' before the third: prompt blocks carried
+    by the fixed-shape step (``carry_blocks`` 4) or by one eager forward (0)."""
+    size = models[name].block_size
+    model = load_open_weights(models[name].directory, CPU, size)
+    # Short replies: each step of the fixed-shape decoder decides over a whole block of
+    # 151,936-wide rows, which on CPU costs what the GPU does not.
+    options = DecodingOptions(confidence_threshold=threshold, max_reply_tokens=12)
+    eager = OpenWeightsDecoder(model, options, VirtualClock())
+    fixed = GraphedOpenWeightsDecoder(
+        model, options, VirtualClock(), capture=False, carry_blocks=carry_blocks
+    )
+    history: list[Turn] = []
+    for turn in range(3):
+        if turn == 2:
+            context = model.chat.prompt(history, 6, 1024)[:-1]
+            eager.prefill(context)
+            fixed.prefill(context)
+            assert fixed.cache.ids == eager.cache.ids
+        history.append(Turn("user", tiny.TEXTS[turn]))
+        prompt = model.chat.prompt(history, 6, 1024)
+        expected, got = ReplyStats(), ReplyStats()
+        expected_pieces = [piece.text for piece in eager.decode(prompt, expected)]
+        assert [piece.text for piece in fixed.decode(prompt, got)] == expected_pieces
+        assert got.token_ids == expected.token_ids
+        assert got.steps_per_block == expected.steps_per_block
+        assert fixed.cache.ids == eager.cache.ids
+        history.append(Turn("agent", expected.text))
+    assert len(fixed.cache.ids) > 64  # past the smallest bucket
 
 
 @dataclass(frozen=True)

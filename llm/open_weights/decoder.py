@@ -17,7 +17,7 @@ boundaries (:class:`cadence.llm.emission.WordEmitter`).
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 
 import torch
@@ -34,6 +34,17 @@ from cadence.llm.open_weights.chat import ChatFormat
 from cadence.llm.open_weights.families import IM_START, QWEN_CONTROL_IDS, STOP_TOKENS, Family
 from cadence.llm.open_weights.network import QwenForCausalLM
 from cadence.llm.result_slots import ReplyFacts
+
+
+def never_predicted(vocab_size: int, known_ids: Sequence[int], mask_id: int) -> torch.Tensor:
+    """Boolean mask ``[vocab_size]`` of the ids a reply never holds: the mask, a new message,
+    and the ids the tokenizer cannot decode (the vocabulary is padded past the tokenizer's,
+    e.g. 151,936 rows for 151,665 ids). A mask, not a list of ids: the commit kernel reads
+    one flag per logit, whatever their number."""
+    decodable = torch.zeros(vocab_size, dtype=torch.bool)
+    decodable[list(known_ids)] = True
+    decodable[[mask_id, QWEN_CONTROL_IDS[IM_START]]] = False
+    return ~decodable
 
 
 @dataclass
@@ -60,12 +71,9 @@ class OpenWeightsDecoder:
         self._mask = model.family.mask_id
         self._stops = tuple(QWEN_CONTROL_IDS[token] for token in STOP_TOKENS)
         self._stop_ids = torch.tensor(self._stops, device=self.device)
-        # Never predicted: the mask, a new message, and the ids the tokenizer cannot decode
-        # (the vocabulary is padded past the tokenizer's, e.g. 151,936 rows for 151,665 ids).
-        decodable = torch.zeros(model.network.shape.vocab_size, dtype=torch.bool)
-        decodable[model.chat.tokenizer.known_ids()] = True
-        decodable[[self._mask, QWEN_CONTROL_IDS[IM_START]]] = False
-        self._banned = (~decodable).nonzero().flatten().to(self.device)
+        self._banned = never_predicted(
+            model.network.shape.vocab_size, model.chat.tokenizer.known_ids(), self._mask
+        ).to(self.device)
 
     @torch.inference_mode()
     def prefill(self, context: list[int]) -> None:
@@ -163,7 +171,7 @@ class OpenWeightsDecoder:
                 # With no row before the block, position 0 is a given prompt token: any will do.
                 rows = torch.cat(((own[0] if before is None else before)[None], rows))
         decision = kernels.commit_decision(
-            rows[None].float(), masked[None, window], threshold(), self._banned, self._stop_ids
+            rows[None], masked[None, window], threshold(), self._banned, self._stop_ids
         )
         return (
             CommitDecision(decision.commit[0], decision.prediction[0], decision.confidence[0]),

@@ -30,6 +30,7 @@ from cadence.llm.open_weights.files import (
     ModelDirectory,
     OpenWeightsError,
 )
+from cadence.llm.open_weights.graphed import GraphedOpenWeightsDecoder
 from cadence.llm.open_weights.network import QwenForCausalLM
 from cadence.llm.open_weights.shape import QwenShape
 from cadence.llm.options import LLMOptions
@@ -49,7 +50,9 @@ def open_weights_generators(
     options = GeneratorOptions.from_options(config)
 
     def generator(clock: Clock | None) -> DecoderTurnGenerator:
-        decoder = OpenWeightsDecoder(model, options.decoding, clock or MonotonicClock())
+        # On CUDA every forward is a fixed-shape step replayed as a graph; elsewhere eager.
+        kind = GraphedOpenWeightsDecoder if device.type == "cuda" else OpenWeightsDecoder
+        decoder = kind(model, options.decoding, clock or MonotonicClock())
         return DecoderTurnGenerator(decoder, model.chat, options)
 
     return generator

@@ -1,0 +1,305 @@
+"""Open-weight block-diffusion decoding in fixed-shape steps, each replayed as a CUDA graph.
+
+The eager :class:`~cadence.llm.open_weights.decoder.OpenWeightsDecoder` launches every kernel of
+a 28-layer network from Python at every denoising step (about 19 ms a step for 1.5B
+parameters on an H200, most of it launches). Here every forward of a reply is the same
+shape — one block of tokens over the conversation's cache, padded to a bucket
+(:func:`cadence.kernels.cuda_graph.bucket_length`) — so that one graph per bucket replays it:
+
+* an **in-block step** writes the block's keys and values to scratch slots past the bucket,
+  decides what commits (:func:`cadence.kernels.commit_decision`, with the positions outside
+  Fast-dLLM v2's current sub-block made ineligible by a window mask, so the shape does not
+  change between sub-blocks) and applies the commits to its own inputs (block ids, mask) on
+  the device. The host writes τ before the replay and reads one tensor after it — what
+  committed — which is the step's only synchronisation.
+* a **carry** is the same graph told (by device flags) to append the block's keys and values
+  to the cache's next slots and keep its last row of logits (a shifted model predicts the
+  next block's first token from it). A finished block is carried before the next block's
+  first step; a reply's new prompt blocks are carried one by one, or, when there are more
+  than ``carry_blocks`` of them, go through one eager forward (a replay per block costs a
+  read of every weight; one eager forward costs its launches once).
+
+The cache lives in :class:`~cadence.llm.open_weights.static_cache.StaticKVCache`, whose buffers
+both paths write, so there is one cache and nothing is copied between steps.
+
+Prefill (while the caller speaks) carries the history into the cache, captures the graphs of
+the buckets the next reply will use, and waits for the device to finish: the reply that
+follows starts on an idle GPU with its graphs ready, so the first piece is never slower for
+it. With ``capture=False`` (the default off CUDA) the same fixed-shape steps run eagerly,
+which is what the CPU tests compare, token for token, with the eager decoder.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass
+
+import torch
+
+from cadence import kernels
+from cadence.core.clock import Clock
+from cadence.kernels import CachedBlock
+from cadence.kernels.cuda_graph import CapturedStep, bucket_length
+from cadence.llm.block_diffusion import block_threshold, emit_committed, final_pieces
+from cadence.llm.conversation_cache import ConversationCache
+from cadence.llm.decoding import DecodingOptions, ReplyStats
+from cadence.llm.emission import ReplyPiece, WordEmitter
+from cadence.llm.open_weights.decoder import OpenWeightsDecoder, OpenWeightsModel
+from cadence.llm.open_weights.static_cache import BucketView, StaticKVCache
+from cadence.llm.result_slots import ReplyFacts
+
+CARRY_BLOCKS = 4
+"""Prompt blocks carried by graph replays; more go through one eager forward."""
+AHEAD_POSITIONS = 256
+"""Prefill captures the buckets of the cache up to this many positions past the reply."""
+
+
+@dataclass
+class _StepInputs:
+    """The device tensors a captured step reads (and, for ids, mask and ``before``, writes)."""
+
+    ids: torch.Tensor
+    positions: torch.Tensor
+    lengths: torch.Tensor
+    """Valid cache positions."""
+    write_at: torch.Tensor
+    """Slots the block's keys and values are written to besides the scratch slots."""
+    masked: torch.Tensor
+    window: torch.Tensor
+    """Positions that may commit this step (Fast-dLLM v2's sub-block)."""
+    tau: torch.Tensor
+    before: torch.Tensor
+    """The last row of logits of the latest carried block."""
+    first_row: torch.Tensor
+    """``True``: no block was carried before this one; its position 0 is given."""
+    carry: torch.Tensor
+    """``True``: append the block to the cache and keep its last row in ``before``."""
+    offsets: torch.Tensor
+
+    @classmethod
+    def allocate(
+        cls, block: int, vocab: int, dtype: torch.dtype, device: torch.device
+    ) -> _StepInputs:
+        def zeros(*shape: int, kind: torch.dtype) -> torch.Tensor:
+            return torch.zeros(shape, dtype=kind, device=device)
+
+        return cls(
+            ids=zeros(1, block, kind=torch.long),
+            positions=zeros(1, block, kind=torch.long),
+            lengths=zeros(1, kind=torch.long),
+            write_at=zeros(block, kind=torch.long),
+            masked=zeros(1, block, kind=torch.bool),
+            window=zeros(1, block, kind=torch.bool),
+            tau=zeros(1, kind=torch.float32),
+            before=zeros(vocab, kind=dtype),
+            first_row=zeros(1, kind=torch.bool),
+            carry=zeros(1, kind=torch.bool),
+            offsets=torch.arange(block, device=device),
+        )
+
+
+class GraphedOpenWeightsDecoder(OpenWeightsDecoder):
+    """An :class:`OpenWeightsDecoder` whose forwards are fixed-shape one-block steps."""
+
+    def __init__(
+        self,
+        model: OpenWeightsModel,
+        options: DecodingOptions,
+        clock: Clock,
+        capture: bool | None = None,
+        carry_blocks: int = CARRY_BLOCKS,
+    ) -> None:
+        """``capture`` (default: on CUDA) replays each bucket's step as a CUDA graph; without
+        it the fixed-shape step runs eagerly. ``carry_blocks``: see the module."""
+        super().__init__(model, options, clock)
+        self._capture = self.device.type == "cuda" if capture is None else capture
+        self._carry_blocks = carry_blocks
+        dtype = self.network.model.embed_tokens.weight.dtype
+        self.kv = StaticKVCache(self.network.shape, self.block_size, dtype, self.device)
+        self.cache = ConversationCache(self.kv, self.block_size)
+        self._in = _StepInputs.allocate(
+            self.block_size, self.network.shape.vocab_size, dtype, self.device
+        )
+        self._graphs: dict[int, CapturedStep[torch.Tensor]] = {}
+        self._generation = self.kv.generation
+
+    # --- the fixed-shape step ------------------------------------------------------------
+
+    def _fixed_step(self, slots: int) -> torch.Tensor:
+        """One block over ``slots`` cache slots; every shape depends on ``slots`` only.
+        Returns ``[block]``: the committed token per position, −1 where none committed."""
+        inputs = self._in
+        view = BucketView(self.kv, slots, inputs.write_at)
+        logits = self.network(inputs.ids, inputs.positions, CachedBlock(inputs.lengths), view, 0)
+        logits = logits[0]
+        if self.family.shifted:  # position j is predicted by position j - 1's output
+            first = torch.where(inputs.first_row, logits[0], inputs.before)
+            rows = torch.cat((first[None], logits[:-1]))
+        else:
+            rows = logits
+        decision = kernels.commit_decision(
+            rows[None], inputs.masked & inputs.window, inputs.tau, self._banned, self._stop_ids
+        )
+        inputs.before.copy_(torch.where(inputs.carry, logits[-1], inputs.before))
+        inputs.ids.copy_(torch.where(decision.commit, decision.prediction, inputs.ids))
+        inputs.masked.copy_(inputs.masked & ~decision.commit)
+        return torch.where(decision.commit[0], decision.prediction[0], -1)
+
+    def _replay(self, slots: int) -> torch.Tensor:
+        if not self._capture:
+            return self._fixed_step(slots)
+        return self._graphs[slots].replay()
+
+    def _prepare(self, slots: int) -> None:
+        """Room in the cache for ``slots`` and, when capturing, the bucket's graph. Capture
+        runs the step (its warm-up) with nothing masked, no carry and the block written to
+        the scratch slots only, so it changes neither the cache nor the inputs' meaning; the
+        caller writes the step's inputs after this."""
+        self.kv.reserve(slots)
+        if self.kv.generation != self._generation:  # new buffers: every graph reads old ones
+            self._graphs.clear()
+            self._generation = self.kv.generation
+        if not self._capture or slots in self._graphs:
+            return
+        inputs = self._in
+        inputs.masked.zero_()
+        inputs.carry.zero_()
+        inputs.lengths.zero_()
+        torch.add(inputs.offsets, slots, out=inputs.write_at)
+        self._graphs[slots] = CapturedStep(lambda: self._fixed_step(slots))
+
+    def _set_block(self, slots: int, carry: bool) -> None:
+        """The inputs shared by a block's steps: where it is, what the cache holds, whether
+        the step carries it."""
+        inputs, length = self._in, self.kv.length
+        torch.add(inputs.offsets, length, out=inputs.positions[0])
+        inputs.lengths.fill_(length)
+        torch.add(inputs.offsets, length if carry else slots, out=inputs.write_at)
+        inputs.carry.fill_(carry)
+
+    # --- carrying blocks into the cache --------------------------------------------------
+
+    def _carry(self, tokens: list[int], uploaded: torch.Tensor | None = None) -> None:
+        """Append ``tokens`` (whole blocks, starting at a block boundary) to the cache, and
+        keep the logits row of their last position in ``before``."""
+        if not tokens:
+            return
+        size, inputs = self.block_size, self._in
+        if len(tokens) > self._carry_blocks * size:
+            logits = self._forward(tokens, [])
+            inputs.before.copy_(logits[-1])
+            return
+        on_device = torch.tensor(tokens, device=self.device) if uploaded is None else uploaded
+        inputs.masked.zero_()
+        for start in range(0, len(tokens), size):
+            slots = bucket_length(self.kv.length + size)
+            self._prepare(slots)
+            inputs.ids[0].copy_(on_device[start : start + size])
+            self._set_block(slots, carry=True)
+            self._replay(slots)
+            self.kv.advance(size)
+            self.cache.ids += tokens[start : start + size]
+
+    @torch.inference_mode()
+    def prefill(self, context: list[int]) -> None:
+        """Cache the whole blocks of ``context``, capture the graphs of the buckets the next
+        reply will use, and wait for the device, all while the caller speaks."""
+        whole = len(context) - len(context) % self.block_size
+        self._carry(self.cache.reuse(context[:whole]))
+        reply = self.options.max_reply_tokens + 2 * self.block_size
+        for length in range(self.kv.length, self.kv.length + reply + AHEAD_POSITIONS + 1, 64):
+            self._prepare(bucket_length(length))
+        if self.device.type == "cuda":
+            torch.cuda.synchronize(self.device)
+
+    # --- a reply -------------------------------------------------------------------------
+
+    @torch.inference_mode()
+    def decode(
+        self,
+        prompt: list[int],
+        stats: ReplyStats | None = None,
+        *,
+        calls: bool = False,
+        facts: ReplyFacts | None = None,
+    ) -> Iterator[ReplyPiece]:
+        """:meth:`OpenWeightsDecoder.decode`, step for step, on fixed-shape steps."""
+        stats = stats if stats is not None else ReplyStats()
+        stats.start_ms = self.clock.now_ms()
+        size, inputs = self.block_size, self._in
+        whole = len(prompt) - len(prompt) % size
+        cacheable = whole - size if self.family.shifted and whole == len(prompt) else whole
+        pending = self.cache.reuse(prompt[:cacheable]) + prompt[cacheable:whole]
+        given = prompt[whole:]
+        stats.prefilled_tokens = len(pending) + len(given)
+        # One upload for the whole prompt: the carries and the first block copy from it.
+        uploaded = torch.tensor(pending + given, device=self.device)
+        emitter = WordEmitter(self.chat.tokenizer, self.clock)
+        limit = self.options.max_reply_tokens
+        reply: list[int] = []
+        finished = False
+        for index in range(-(-(len(given) + limit + 1) // size)):
+            # A finished block is already in the step's ids, committed on the device.
+            self._carry(pending, uploaded[: len(pending)] if index == 0 else inputs.ids[0])
+            start = len(given) if index == 0 else 0
+            block = (given if index == 0 else []) + [self._mask] * (size - start)
+            masked = [position >= start for position in range(size)]
+            slots = bucket_length(self.kv.length)
+            self._prepare(slots)
+            inputs.ids.fill_(self._mask)
+            if start:
+                inputs.ids[0, :start].copy_(uploaded[len(pending) :])
+            torch.ge(inputs.offsets, start, out=inputs.masked[0])
+            inputs.first_row.fill_(not pending)
+            self._set_block(slots, carry=False)
+            budget = (
+                self.options.first_emit_budget_ms if index == 0 else self.options.block_budget_ms
+            )
+            block_start = stats.start_ms if index == 0 else self.clock.now_ms()
+            threshold = block_threshold(self.options, self.clock, block_start, budget)
+            steps = 0
+            for window in range(0, size, self.sub_block):
+                inputs.window.zero_()
+                inputs.window[0, window : window + self.sub_block] = True
+                while not finished and any(masked[window : window + self.sub_block]):
+                    # τ is read before the step (after it in the eager decoder): the graph
+                    # holds the forward and the decision together.
+                    inputs.tau.fill_(threshold())
+                    committed = self._replay(slots).tolist()  # the step's one read
+                    for position, token in enumerate(committed):
+                        if token >= 0:
+                            block[position], masked[position] = token, False
+                    steps += 1
+                    piece, finished = emit_committed(
+                        emitter,
+                        stats,
+                        reply + block[start:],
+                        [False] * len(reply) + masked[start:],
+                        self._stops,
+                        limit,
+                    )
+                    if piece is not None:
+                        yield piece
+            stats.steps_per_block.append(steps)
+            reply += block[start:]
+            pending = block
+            if finished:
+                break
+        yield from final_pieces(emitter, stats, reply, self._stops, limit, self.clock)
+
+    @torch.inference_mode()
+    def timed_step(self, threshold: float) -> list[int]:
+        """A reply's first in-block step on the cached context (a fully masked block after
+        it), read back as decoding reads it: the unit the GPU bench times. The cache is left
+        as it was."""
+        slots = bucket_length(self.kv.length)
+        self._prepare(slots)
+        inputs = self._in
+        inputs.ids.fill_(self._mask)
+        inputs.masked.fill_(True)
+        inputs.window.fill_(True)
+        inputs.first_row.fill_(False)
+        inputs.tau.fill_(threshold)
+        self._set_block(slots, carry=False)
+        committed: list[int] = self._replay(slots).tolist()
+        return committed
