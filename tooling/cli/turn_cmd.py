@@ -1,15 +1,22 @@
-"""``cadence turn-score`` and ``cadence train-turn-model``: the text end-of-turn model's
-commands. Torch loads only for training, so scoring starts quickly."""
+"""``cadence turn-score`` (P(complete) with the configured end-of-turn model), ``cadence
+train-turn-model`` (the hashed text model) and ``cadence calibrate-turn-lm`` (the language
+model's calibration)."""
 
 from __future__ import annotations
 
+import asyncio
 import shlex
 import sys
+from collections.abc import Callable
 from pathlib import Path
 
 import typer
 from rich.console import Console
 
+from cadence.llm.pretrained import PretrainedModelError
+from cadence.pipeline.config import CadenceConfig
+from cadence.pipeline.end_of_turn import EndOfTurnDetector
+from cadence.tooling.cli.config_option import CONFIG_OPTION, load_config_or_exit
 from cadence.voice.turn import TextEndOfTurnModel, TextEndOfTurnModelError
 
 DATA_DIR = Path("../shared/data/dialogue")
@@ -26,14 +33,17 @@ def turn_score(
         None, "--agent", help="The agent's turn before each utterance (the same for all)."
     ),
     weights: Path | None = typer.Option(
-        None, "--weights", help="A weights file of `train-turn-model`; the shipped one if omitted."
+        None, "--weights", help="With the `text` model: a weights file of `train-turn-model`."
     ),
+    config: Path | None = CONFIG_OPTION,
 ) -> None:
-    """Write `P<TAB>utterance` for each line: P the probability that it is a complete turn."""
+    """Write `P<TAB>utterance` for each line: P the probability that it is a complete turn, as
+    the configuration's `turn.end_of_turn.model` gives it."""
     err = Console(stderr=True, soft_wrap=True)
+    settings = load_config_or_exit(config)
     try:
-        model = TextEndOfTurnModel.load(weights)
-    except TextEndOfTurnModelError as exc:
+        score = _scorer(settings, weights)
+    except (TextEndOfTurnModelError, PretrainedModelError) as exc:
         err.print(f"[red]error[/] {exc}", highlight=False, markup=True)
         raise typer.Exit(EXIT_BAD_INPUT) from exc
     if file == "-":
@@ -46,7 +56,22 @@ def turn_score(
             raise typer.Exit(EXIT_BAD_INPUT) from exc
     for line in lines:
         utterance = line.rstrip("\r")
-        typer.echo(f"{model.score(utterance, agent_text=agent):.3f}\t{utterance}")
+        typer.echo(f"{score(utterance, agent):.3f}\t{utterance}")
+
+
+def _scorer(settings: CadenceConfig, weights: Path | None) -> Callable[[str, str | None], float]:
+    """The configured model's P(complete) of an utterance after the agent's words."""
+    model = settings.turn.end_of_turn.model
+    if model == "text" or weights is not None:
+        text_model = TextEndOfTurnModel.load(weights)
+        return lambda text, agent: text_model.score(text, agent_text=agent)
+    if model == "lm":
+        from cadence.pipeline.model_loading import load_turn_end_model
+
+        session = load_turn_end_model(settings.models.lm).session()
+        return session.probability
+    detector = EndOfTurnDetector(settings.turn.end_of_turn)
+    return lambda text, agent: asyncio.run(detector.probability(text, agent_text=agent))
 
 
 def train_turn_model(
@@ -122,3 +147,37 @@ def _command_line(ctx: typer.Context) -> str:
 def _corpus_path(data_dir: Path, name: str) -> Path:
     path = Path(name)
     return path if path.suffix == ".jsonl" else data_dir / f"{name}.jsonl"
+
+
+def calibrate_turn_lm(
+    data: Path = typer.Option(DATA_DIR, "--data", help="Folder of the JSONL dialogue corpora."),
+    out: Path = typer.Option(..., "--out", help="The calibration JSON to write."),
+    metrics: Path | None = typer.Option(None, "--metrics", help="The metrics JSON to write."),
+    validation: str = typer.Option("sgd_dev", "--validation", help="The corpus fit on."),
+    test: str | None = typer.Option(
+        "sgd_test", "--test", help="Evaluation-only corpus, scored once at the end ('' for none)."
+    ),
+    max_dialogues: int | None = typer.Option(
+        400, "--max-dialogues", help="The first N dialogues of each corpus."
+    ),
+    threshold: float = typer.Option(0.9, "--threshold", help="P(complete) reported at."),
+    config: Path | None = CONFIG_OPTION,
+) -> None:
+    """Fit the language model's end-of-turn calibration on a dialogue corpus; report both."""
+    from cadence.pipeline.model_loading import load_turn_end_model
+    from cadence.tooling.training.turn_end_lm import CalibrationRun
+    from cadence.tooling.training.turn_end_lm import calibrate_turn_lm as calibrate
+
+    err = Console(stderr=True, soft_wrap=True)
+    settings = load_config_or_exit(config)
+    model = load_turn_end_model(settings.models.lm)
+    run = CalibrationRun(
+        validation=_corpus_path(data, validation),
+        out=out,
+        test=_corpus_path(data, test) if test else None,
+        metrics=metrics,
+        max_dialogues=max_dialogues,
+        threshold=threshold,
+    )
+    calibrate(model, run, lambda line: err.print(line, highlight=False, markup=False))
+    typer.echo(str(out))

@@ -42,6 +42,7 @@ import numpy as np
 import numpy.typing as npt
 import torch
 
+from cadence.tooling.bench.stats import auc
 from cadence.tooling.training.corpus import read_dialogues
 from cadence.voice.turn.features import feature_names, hashed, words_of
 from cadence.voice.turn.text_model import TextEndOfTurnModel, save_weights
@@ -470,21 +471,10 @@ def summarize(
     out["incomplete_errors_that_are_complete_sentences"] = (
         round(float(noisy.sum() / wrong.sum()), 4) if wrong.any() else 0.0
     )
-    out["auc"] = round(_auc(scores, labels), 4)
+    out["auc"] = round(auc(scores, labels), 4)
     both = clear | (labels == 1)
-    out["auc_complete_vs_clear"] = round(_auc(scores[both], labels[both]), 4)
+    out["auc_complete_vs_clear"] = round(auc(scores[both], labels[both]), 4)
     return out
-
-
-def _auc(scores: npt.NDArray[np.float64], labels: npt.NDArray[np.int64]) -> float:
-    order = np.argsort(scores, kind="mergesort")
-    ranks = np.empty(len(scores))
-    ranks[order] = np.arange(1, len(scores) + 1)
-    positives = labels == 1
-    n_pos, n_neg = int(positives.sum()), int((~positives).sum())
-    if not n_pos or not n_neg:
-        return float("nan")
-    return float((ranks[positives].sum() - n_pos * (n_pos + 1) / 2) / (n_pos * n_neg))
 
 
 def time_per_score(

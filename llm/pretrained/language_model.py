@@ -1,0 +1,181 @@
+"""``LanguageModel``: the pretrained model, loaded once per process and shared by every call.
+
+A call never owns the weights, only a :class:`ConversationCache` — its conversation's token ids
+and their keys and values — so a server with many calls holds one copy of the 135M parameters
+(about 330 MB as packed bfloat16) and a few MB of cache per call.
+
+The conversation is ChatML, as SmolLM2-Instruct was tuned: ``<|im_start|>role\\n…<|im_end|>\\n``
+per message, rendered here from ids so that each message's ids are the same whatever follows
+it — the property that lets a cache be extended turn after turn instead of recomputed.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Sequence
+from dataclasses import dataclass
+from functools import cache
+from pathlib import Path
+
+import torch
+
+from cadence.llm.kv_cache import KVCache
+from cadence.llm.open_weights.network import QwenForCausalLM
+from cadence.llm.pretrained.cpu_linear import pack_for_cpu, packed_bf16_supported
+from cadence.llm.pretrained.gguf_weights import GGUFModel, read_gguf
+from cadence.llm.pretrained.smollm2 import PretrainedModelError
+
+IM_START, IM_END, END_OF_TEXT = "<|im_start|>", "<|im_end|>", "<|endoftext|>"
+
+
+@dataclass(frozen=True)
+class ChatIds:
+    im_start: int
+    im_end: int
+    end_of_text: int
+    newline: list[int]
+
+
+class LanguageModel:
+    def __init__(self, model: GGUFModel, *, precision: str) -> None:
+        with torch.device("meta"):  # shapes only: the file's tensors become the parameters
+            network = QwenForCausalLM(model.shape)
+        network.load_state_dict(model.tensors, strict=True, assign=True)
+        network.eval().requires_grad_(False)
+        if precision == "bf16":
+            tied = network.lm_head is None
+            pack_for_cpu(
+                network,
+                network.get_parameter("model.embed_tokens.weight" if tied else "lm_head.weight"),
+            )
+        self.network = network
+        self.shape = model.shape
+        self.name = model.name
+        self.precision = precision
+        self.tokenizer = model.tokenizer
+        im_start, im_end = (model.tokenizer.token_to_id(token) for token in (IM_START, IM_END))
+        if im_start is None or im_end is None:
+            raise PretrainedModelError(f"{model.name} has no {IM_START} or {IM_END}: not ChatML")
+        end_of_text = model.tokenizer.token_to_id(END_OF_TEXT)
+        self.chat = ChatIds(
+            im_start=im_start,
+            im_end=im_end,
+            end_of_text=im_end if end_of_text is None else end_of_text,
+            newline=self.encode("\n"),
+        )
+
+    def encode(self, text: str) -> list[int]:
+        """Ids of ``text`` as words: control tokens written in it are not control tokens."""
+        return list(self.tokenizer.encode(text, add_special_tokens=False).ids)
+
+    def message(self, role: str, text: str) -> list[int]:
+        """One whole ChatML message."""
+        return [*self.open_message(role, text), self.chat.im_end, *self.chat.newline]
+
+    def open_message(self, role: str, text: str = "") -> list[int]:
+        """A message still being written: its start and ``text`` so far."""
+        return [self.chat.im_start, *self.encode(f"{role}\n{text}")]
+
+    def new_cache(self) -> ConversationCache:
+        return ConversationCache(self)
+
+
+class ConversationCache:
+    """A conversation's token ids and their keys and values, extended in place.
+
+    :meth:`log_probs` takes the ids of the whole conversation so far; what it shares with the
+    cache (up to the first id that differs) is reused, the rest is computed — a partial
+    transcript that grew by a word costs that word. Not thread-safe: one call's work at a time
+    (its owner serialises it; different calls run in parallel over the shared weights).
+    """
+
+    def __init__(self, model: LanguageModel) -> None:
+        self.model = model
+        self.ids: list[int] = []
+        self._cache = KVCache(model.shape.num_layers)
+        self._last: tuple[list[int], torch.Tensor] | None = None
+        """The branches and the log-probabilities of the last call, while ``ids`` is its."""
+        self.tokens_computed = 0
+        """Positions run through the network since creation: what the cache saved shows here."""
+
+    def log_probs(self, ids: Sequence[int], branches: Sequence[int] = ()) -> torch.Tensor:
+        """log P(next token), float32 ``[1 + len(branches), vocab]``: row 0 after ``ids``, row
+        *i* after ``ids`` and then ``branches[i - 1]`` — alternative next tokens computed in
+        the same pass (each sees ``ids`` and itself, at the same position, and is not kept).
+        ``ids`` becomes the cache."""
+        ids, branches = list(ids), list(branches)
+        if not ids:
+            raise ValueError("a conversation needs at least one token")
+        if ids == self.ids and self._last is not None and self._last[0] == branches:
+            return self._last[1]
+        keep = min(_common_prefix(self.ids, ids), len(ids) - 1)  # the last token runs: its logits
+        self._truncate(keep)
+        new = ids[keep:]
+        positions = [*range(keep, len(ids)), *([len(ids)] * len(branches))]
+        with torch.inference_mode():
+            logits = self.model.network(
+                torch.tensor([[*new, *branches]]),
+                torch.tensor([positions]),
+                _visibility(keep, len(new), len(branches)),
+                self._cache,
+                keep=len(new),
+                last=1 + len(branches),
+            )
+            out = torch.log_softmax(logits[0].float(), dim=-1)
+        self.ids = ids
+        self._last = (branches, out)
+        self.tokens_computed += len(new)
+        return out
+
+    def prefill(self, ids: Sequence[int]) -> None:
+        """Hold ``ids`` in the cache (their logits are computed too: the output head of one
+        position costs little next to the layers)."""
+        self.log_probs(ids)
+
+    def _truncate(self, length: int) -> None:
+        if length < len(self.ids):
+            self._cache.truncate(length)
+            self.ids = self.ids[:length]
+            self._last = None
+
+
+def _common_prefix(a: Sequence[int], b: Sequence[int]) -> int:
+    n = 0
+    for x, y in zip(a, b, strict=False):
+        if x != y:
+            break
+        n += 1
+    return n
+
+
+def _visibility(cached: int, new: int, branches: int) -> torch.Tensor:
+    """``[1, 1, new + branches, cached + new + branches]``: each new position sees the cache
+    and the new positions up to itself; each branch sees the cache, every new position and
+    itself."""
+    width = cached + new + branches
+    allowed = torch.zeros(new + branches, width, dtype=torch.bool)
+    allowed[:, :cached] = True
+    allowed[:new, cached : cached + new] = torch.ones(new, new, dtype=torch.bool).tril()
+    allowed[new:, cached : cached + new] = True
+    allowed[new:, cached + new :] = torch.eye(branches, dtype=torch.bool)
+    return allowed[None, None]
+
+
+_LOAD_LOCK = threading.Lock()
+
+
+def load_language_model(path: Path, precision: str = "auto") -> LanguageModel:
+    """The model in GGUF file ``path``, loaded once per process for each precision:
+    ``bf16`` (packed for oneDNN: cpu_linear.py), ``fp32`` (the file's values exactly) or
+    ``auto`` (``bf16`` where the CPU computes it natively, else ``fp32``)."""
+    if precision not in ("auto", "bf16", "fp32"):
+        raise ValueError(f"precision {precision!r}: auto, bf16 or fp32")
+    if precision == "auto":
+        precision = "bf16" if packed_bf16_supported() else "fp32"
+    with _LOAD_LOCK:
+        return _load(path.resolve(), precision)
+
+
+@cache
+def _load(path: Path, precision: str) -> LanguageModel:
+    return LanguageModel(read_gguf(path), precision=precision)

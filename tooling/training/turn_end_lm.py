@@ -1,0 +1,191 @@
+"""Calibrating the language model's P(end of turn) on the dialogue corpora, and measuring it.
+
+The language model needs no training to tell a finished utterance from an unfinished one; what
+it needs is a scale: its raw P(``<|im_end|>``) says "complete" at 0.2 for some phrasings and
+0.9 for others. :func:`fit_calibration` fits P(complete) = σ(a · logit(P) + b) by maximum
+likelihood on sgd_dev's user turns — each turn whole (complete) against one prefix of it cut
+mid-sentence (incomplete), both weighing the same — and the wait rule's thresholds
+(``complete_at``, ``incomplete_at``) then mean the same for this model as for the others.
+
+The examples keep the turns' own text (case, punctuation inside) — what Whisper writes is
+closer to that than to the text model's normalised words — and label prefixes as the text
+model's evaluation does: a cut where the writer ended a sentence, or a prefix that is a whole
+user turn elsewhere ("yes"), is a complete utterance in its own right and is counted apart.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import random
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+
+from cadence.llm.pretrained import TurnEndModel
+from cadence.tooling.bench.stats import auc
+from cadence.tooling.training.end_of_turn import UserTurn, user_turns, whole_turns
+from cadence.voice.turn.features import words_of
+
+_SENTENCE_END = (".", "?", "!")
+
+
+@dataclass(frozen=True)
+class LMExample:
+    text: str
+    agent: str | None
+    label: int
+    """1: complete, 0: incomplete."""
+    kind: str
+    """``complete``, ``mid`` (cut mid-sentence), ``sentence_end`` or ``whole_turn``."""
+
+
+def lm_examples(
+    turns: Sequence[UserTurn], known: frozenset[tuple[str, ...]], rng: random.Random
+) -> list[LMExample]:
+    """Each turn whole, and one prefix of it cut at a word boundary drawn uniformly."""
+    examples: list[LMExample] = []
+    for turn in turns:
+        tokens = turn.text.split()
+        if not tokens:
+            continue
+        examples.append(LMExample(turn.text, turn.agent, 1, "complete"))
+        if len(tokens) < 2:
+            continue
+        k = rng.randrange(1, len(tokens))
+        prefix = " ".join(tokens[:k])
+        if tokens[k - 1].rstrip("\"')]").endswith(_SENTENCE_END):
+            kind = "sentence_end"
+        elif tuple(words_of(prefix)) in known:
+            kind = "whole_turn"
+        else:
+            kind = "mid"
+        examples.append(LMExample(prefix, turn.agent, 0, kind))
+    return examples
+
+
+def raw_scores(model: TurnEndModel, examples: Sequence[LMExample]) -> npt.NDArray[np.float64]:
+    """The model's uncalibrated P(end) of each example, through one call's session (the cache
+    reused between examples that share a context, as in a call)."""
+    session = model.session()
+    return np.asarray([session.p_end(e.text, e.agent) for e in examples], np.float64)
+
+
+def _logit(p: npt.NDArray[np.float64]) -> npt.NDArray[np.float64]:
+    p = np.clip(p, 1e-9, 1 - 1e-9)
+    out: npt.NDArray[np.float64] = np.log(p / (1 - p))
+    return out
+
+
+def fit_calibration(
+    p_end: npt.NDArray[np.float64], labels: npt.NDArray[np.int64]
+) -> tuple[float, float]:
+    """(a, b) of σ(a · logit(p) + b) by Newton's method on the class-balanced log loss."""
+    x, y = _logit(p_end), labels.astype(np.float64)
+    weights = np.where(y == 1, 0.5 / max(y.sum(), 1), 0.5 / max((1 - y).sum(), 1))
+    a, b = 1.0, 0.0
+    for _ in range(50):
+        q = 1 / (1 + np.exp(-(a * x + b)))
+        g = np.array([np.sum(weights * (q - y) * x), np.sum(weights * (q - y))])
+        s = weights * q * (1 - q)
+        h = np.array([[np.sum(s * x * x), np.sum(s * x)], [np.sum(s * x), np.sum(s)]])
+        step = np.linalg.solve(h + 1e-9 * np.eye(2), g)
+        a, b = a - float(step[0]), b - float(step[1])
+        if float(np.abs(step).max()) < 1e-9:
+            break
+    return a, b
+
+
+def summarize(
+    p: npt.NDArray[np.float64], examples: Sequence[LMExample], threshold: float
+) -> dict[str, Any]:
+    """Shares right at ``threshold`` (complete: P ≥ it) by kind, and the AUCs."""
+    labels = np.asarray([e.label for e in examples])
+    kinds = np.asarray([e.kind for e in examples])
+    out: dict[str, Any] = {"threshold": threshold}
+    for name, mask, want in (
+        ("complete", labels == 1, True),
+        ("incomplete_clear", kinds == "mid", False),
+        ("incomplete_all", labels == 0, False),
+    ):
+        n = int(mask.sum())
+        right = int(((p[mask] >= threshold) == want).sum())
+        out[name] = {"n": n, "right": round(right / n, 4) if n else float("nan")}
+    clear = (labels == 1) | (kinds == "mid")
+    out["auc_complete_vs_clear"] = round(auc(p[clear], labels[clear]), 4)
+    out["auc_complete_vs_all_prefixes"] = round(auc(p, labels), 4)
+    return out
+
+
+@dataclass(frozen=True)
+class CalibrationRun:
+    validation: Path
+    out: Path
+    test: Path | None = None
+    metrics: Path | None = None
+    max_dialogues: int | None = 400
+    threshold: float = 0.9
+    """The wait rule's ``complete_at``: the threshold the figures are reported at."""
+    seed: int = 0
+
+
+def calibrate_turn_lm(
+    model: TurnEndModel, run: CalibrationRun, log: Callable[[str], None]
+) -> dict[str, Any]:
+    """Fit the calibration on ``run.validation``, write it to ``run.out``, and report the
+    figures on validation and (scored once, never fit on) ``run.test``."""
+    rng = random.Random(run.seed)
+    metrics: dict[str, Any] = {"model": model.model.name, "threshold": run.threshold}
+    turns = user_turns(run.validation, run.max_dialogues)
+    examples = lm_examples(turns, whole_turns(turns), rng)
+    started = time.perf_counter()
+    raw = raw_scores(model, examples)
+    seconds = time.perf_counter() - started
+    fit_on = np.asarray([e.kind in ("complete", "mid") for e in examples])
+    labels = np.asarray([e.label for e in examples])
+    slope, intercept = fit_calibration(raw[fit_on], labels[fit_on])
+    log(f"calibration on {run.validation.name}: slope {slope:.4f}, intercept {intercept:.4f}")
+
+    def calibrated(p: npt.NDArray[np.float64]) -> npt.NDArray[np.float64]:
+        out: npt.NDArray[np.float64] = 1 / (1 + np.exp(-(slope * _logit(p) + intercept)))
+        return out
+
+    metrics["validation"] = {
+        "corpus": run.validation.name,
+        "examples": len(examples),
+        "ms_per_example": round(1000 * seconds / max(len(examples), 1), 1),
+        **summarize(calibrated(raw), examples, run.threshold),
+    }
+    log(f"validation: {json.dumps(metrics['validation'])}")
+    if run.test is not None:
+        test_turns = user_turns(run.test, run.max_dialogues)
+        test_examples = lm_examples(test_turns, whole_turns(test_turns), random.Random(run.seed))
+        test_p = calibrated(raw_scores(model, test_examples))
+        metrics["test"] = {
+            "corpus": run.test.name,
+            "examples": len(test_examples),
+            **summarize(test_p, test_examples, run.threshold),
+        }
+        log(f"test: {json.dumps(metrics['test'])}")
+    record = {
+        "slope": round(slope, 6),
+        "intercept": round(intercept, 6),
+        "metadata": {
+            "fit_on": f"{run.validation.name}: {int(fit_on.sum())} examples "
+            f"(complete turns and prefixes cut mid-sentence, {run.max_dialogues} dialogues)",
+            "model": model.model.name,
+        },
+    }
+    run.out.parent.mkdir(parents=True, exist_ok=True)
+    run.out.write_text(json.dumps(record, indent=2) + "\n")
+    if run.metrics is not None:
+        run.metrics.parent.mkdir(parents=True, exist_ok=True)
+        run.metrics.write_text(json.dumps(metrics, indent=2) + "\n")
+    if not math.isfinite(slope) or slope <= 0:
+        raise ValueError(f"the calibration came out degenerate (slope {slope})")
+    return metrics
