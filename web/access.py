@@ -141,11 +141,14 @@ class AccessPolicy:
             return Refusal(HTTPStatus.UNAUTHORIZED, "a valid token is required")
         return self._origin(request)
 
-    def twiml(self, request: Request) -> Refusal | None:
+    def twiml(
+        self, request: Request, form: Mapping[str, Sequence[str]] | None = None
+    ) -> Refusal | None:
         """Whether ``request`` may fetch the TwiML: when Twilio's auth token is configured, only
-        with Twilio's signature (Twilio cannot send our token)."""
+        with Twilio's signature (Twilio cannot send our token) — of the URL and, for a
+        ``POST``, of its ``form`` parameters."""
         signing = self._secrets.twilio_auth_token
-        if signing is not None and not self._signed(request, signing, scheme="https"):
+        if signing is not None and not self._signed(request, signing, scheme="https", form=form):
             return Refusal(
                 HTTPStatus.UNAUTHORIZED, "an `X-Twilio-Signature` valid for this URL is required"
             )
@@ -168,14 +171,22 @@ class AccessPolicy:
 
     # --- the checks ---------------------------------------------------------------------------
 
-    def _signed(self, request: Request, auth_token: str, *, scheme: str) -> bool:
+    def _signed(
+        self,
+        request: Request,
+        auth_token: str,
+        *,
+        scheme: str,
+        form: Mapping[str, Sequence[str]] | None = None,
+    ) -> bool:
         base = self.public_url(request, scheme=scheme)
         presented = request.headers.get(SIGNATURE_HEADER)
         if base is None or presented is None:
             return False
         matches = [
             hmac.compare_digest(
-                twilio_signature(auth_token, url, {}).encode(), presented.encode("utf-8", "replace")
+                twilio_signature(auth_token, url, form or {}).encode(),
+                presented.encode("utf-8", "replace"),
             )
             for url in _with_and_without_port(base + request.path)
         ]

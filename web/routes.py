@@ -7,19 +7,22 @@ the access checks of the websockets.
 ``websockets`` reads every request's head; ``respond`` answers those that are not a
 websocket with a whole response, and lets a websocket's handshake go on only once its
 request passed the check its transport declared (``web/transports/entry.py``), so one port
-serves both and no second HTTP framework is needed. Only ``GET`` is served (``websockets``
-refuses other methods; Twilio can be told to fetch its webhook with ``GET``).
+serves both and no second HTTP framework is needed. Every path answers ``GET`` (and
+``HEAD``); a route a transport declares may also take ``POST`` with a form-encoded body —
+Twilio's webhook, as Twilio sends it — which ``BodyReadingConnection``
+(``web/request_body.py``) lifts off the wire before ``websockets`` parses the head. Any other
+method gets 405.
 """
 
 from __future__ import annotations
 
 import json
 import logging
-from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
 from http import HTTPStatus
 from pathlib import Path
-from urllib.parse import unquote, urlsplit
+from urllib.parse import parse_qs, unquote, urlsplit
 
 from websockets.datastructures import Headers
 from websockets.http11 import Request, Response
@@ -46,9 +49,18 @@ FAVICON = "favicon.svg"
 for one without being told."""
 
 
+FORM = "application/x-www-form-urlencoded"
+"""The only kind of body a route takes: what Twilio's webhooks send."""
+
+READ_METHODS = frozenset({"GET", "HEAD"})
+
 AccessCheck = Callable[[AccessPolicy, Request], Refusal | None]
 """Whether a request may have what it asks for: ``None``, or why it is turned away. Run on
 the request's head, before a websocket's handshake — a refused client never reaches a call."""
+
+Form = Mapping[str, Sequence[str]]
+"""A POST's form parameters by name, each with its values in the order sent (blank values
+kept: Twilio signs them too); empty for a ``GET``."""
 
 
 @dataclass(frozen=True)
@@ -56,9 +68,11 @@ class HTTPRoute:
     """A plain HTTP answer on a path of its own, behind its own access check: a webhook a
     transport's provider fetches."""
 
-    check: AccessCheck
-    respond: Callable[[AccessPolicy, Request], Response]
+    check: Callable[[AccessPolicy, Request, Form], Refusal | None]
+    respond: Callable[[AccessPolicy, Request, Form], Response]
     """The answer to a request that passed ``check``."""
+    methods: frozenset[str] = field(default=READ_METHODS)
+    """The methods it answers; ``POST`` takes a form-encoded body."""
 
 
 def response(status: HTTPStatus, body: bytes, content_type: str) -> Response:
@@ -100,15 +114,31 @@ class Routes:
         self._readiness = readiness
         self._page = json.dumps(page).encode()
 
-    def respond(self, request: Request, peer: str = "?") -> Response | None:
-        # The websockets and the transports' routes by their path as sent, as the server
-        # dispatches them; the rest by the path it names.
+    def respond(self, request: Request, peer: str = "?", body: bytes = b"") -> Response | None:
+        """``body``: the request's, if it was a POST whose body was read."""
         raw = urlsplit(request.path).path
         if (check := self._websockets.get(raw)) is not None:
+            if request.method != "GET":
+                return not_allowed(request.method, frozenset({"GET"}))
             return self._refuse(check(self._access, request), raw, peer)
+        answer = self._answer(request, raw, peer, body)
+        if request.method == "HEAD":  # the same head, no body
+            return Response(answer.status_code, answer.reason_phrase, answer.headers, b"")
+        return answer
+
+    def _answer(self, request: Request, raw: str, peer: str, body: bytes) -> Response:
+        # The transports' routes by their path as sent, as the server dispatches the
+        # websockets; the rest by the path it names.
         if (route := self._http.get(raw)) is not None:
-            refusal = route.check(self._access, request)
-            return self._refuse(refusal, raw, peer) or route.respond(self._access, request)
+            if request.method not in route.methods:
+                return not_allowed(request.method, route.methods)
+            form = read_form(request, body)
+            if isinstance(form, Response):
+                return form
+            refusal = route.check(self._access, request, form)
+            return self._refuse(refusal, raw, peer) or route.respond(self._access, request, form)
+        if request.method not in READ_METHODS:
+            return not_allowed(request.method, READ_METHODS)
         path = unquote(raw)
         if path == "/":
             return self._static("index.html")
@@ -150,3 +180,27 @@ class Routes:
         ):
             return text_response(HTTPStatus.NOT_FOUND, f"not found: /static/{name}")
         return response(HTTPStatus.OK, file.read_bytes(), CONTENT_TYPES[file.suffix])
+
+
+def not_allowed(method: str, allowed: frozenset[str]) -> Response:
+    refused = text_response(HTTPStatus.METHOD_NOT_ALLOWED, f"{method} is not served here")
+    refused.headers["Allow"] = ", ".join(sorted(allowed))
+    return refused
+
+
+def read_form(request: Request, body: bytes) -> Form | Response:
+    """A POST's form parameters, or the answer to a POST whose body is not a form (415), is
+    missing or was not read (400: none, or over ``web/request_body.py``'s ``MAX_BODY_BYTES``, which
+    ``websockets`` refuses before this), or is not UTF-8 (400). Empty for any other method."""
+    if request.method != "POST":
+        return {}
+    kind = request.headers.get("Content-Type", "").partition(";")[0].strip().lower()
+    if kind != FORM:
+        return text_response(HTTPStatus.UNSUPPORTED_MEDIA_TYPE, f"expected {FORM}")
+    if not body:
+        return text_response(HTTPStatus.BAD_REQUEST, "a POST here carries a form")
+    try:
+        text = body.decode("utf-8")
+    except UnicodeDecodeError:
+        return text_response(HTTPStatus.BAD_REQUEST, "the form is not UTF-8")
+    return parse_qs(text, keep_blank_values=True)

@@ -41,7 +41,9 @@ from cadence.pipeline.config.schema import audiosocket_address
 from cadence.pipeline.events import EventHandler
 from cadence.pipeline.tools import Tool
 from cadence.web.access import AccessPolicy, Secrets, without_credentials
+from cadence.web.ice import IceServers
 from cadence.web.metrics import ServerMetrics
+from cadence.web.request_body import BodyReadingConnection
 from cadence.web.routes import Routes
 from cadence.web.signaling import MAX_MESSAGE_BYTES
 from cadence.web.transports import twilio, webrtc
@@ -70,11 +72,14 @@ class CadenceServer:
     ) -> None:
         """``tools`` are the agent's (each call offers those its configuration enables);
         ``on_event`` gets every event of every call, with the call's id. Raises
-        ``AccessConfigError`` if a secret the configuration names is not in the environment."""
+        ``AccessConfigError`` if a secret the configuration names (a token, TURN credentials) is
+        not in the environment."""
         self.config = config
         self.agent = Agent(config, tools)
         self.metrics = ServerMetrics()
-        self.admission = Admission(CallContext(self.agent, self.metrics, on_event))
+        self.admission = Admission(
+            CallContext(self.agent, self.metrics, on_event, IceServers.from_environment(config))
+        )
         self._websockets = {entry.path(config): entry for entry in WEBSOCKET_TRANSPORTS}
         self._routes = Routes(
             websockets={path: entry.check for path, entry in self._websockets.items()},
@@ -119,6 +124,9 @@ class CadenceServer:
             # At debug level websockets logs each request's line and headers.
             logger=without_credentials(logging.getLogger("websockets.server")),
             reuse_port=shared_port,
+            # Lifts a POST's small form body (Twilio's webhook) before websockets parses the
+            # head; every other connection, each call's, passes through untouched.
+            create_connection=BodyReadingConnection,
         )
         if self.metrics.shared:
             self._sampler = asyncio.create_task(self._sample_metrics(), name="server:metrics")
@@ -212,7 +220,10 @@ class CadenceServer:
 
     def _process_request(self, connection: ServerConnection, request: Request) -> Response | None:
         peer = connection.remote_address
-        return self._routes.respond(request, peer=f"{peer[0]}:{peer[1]}" if peer else "?")
+        body = connection.body if isinstance(connection, BodyReadingConnection) else b""
+        return self._routes.respond(
+            request, peer=f"{peer[0]}:{peer[1]}" if peer else "?", body=body
+        )
 
     async def _handle(self, websocket: ServerConnection) -> None:
         assert websocket.request is not None  # set once the handshake is done

@@ -9,6 +9,10 @@ played, and a ``clear`` drops the buffered audio and echoes the marks still pend
 is what makes barge-in truncation testable without a phone.
 
 Times are milliseconds on the emulator's own monotonic clock (``now_ms``).
+
+Before the stream, Twilio fetches the number's voice webhook: ``fetch_twiml`` does it as
+Twilio does by default — a form-encoded ``POST`` of the call's details, signed with the
+account's auth token — and reads the ``<Stream>`` the TwiML names.
 """
 
 from __future__ import annotations
@@ -17,7 +21,10 @@ import asyncio
 import contextlib
 import itertools
 import time
+import urllib.parse
+import urllib.request
 import uuid
+import xml.etree.ElementTree as ET
 from collections import deque
 from dataclasses import dataclass, field
 from types import TracebackType
@@ -29,6 +36,7 @@ from websockets.exceptions import ConnectionClosed
 
 from cadence.tooling.emulators.hearing import PlayedAudio, audible_at_ms
 from cadence.voice.audio import PCM16, resample, ulaw_decode, ulaw_encode
+from cadence.web.access import SIGNATURE_HEADER, twilio_signature
 from cadence.web.serializers.twilio import (
     SAMPLE_RATE,
     TELEPHONE_FORMAT,
@@ -49,6 +57,60 @@ from cadence.web.serializers.twilio import (
 
 CHUNK = SAMPLE_RATE // 50
 """Samples per media message: 20 ms, as Twilio sends them."""
+
+
+@dataclass(frozen=True)
+class TwiMLStream:
+    """What a TwiML ``<Connect><Stream>`` tells Twilio: where to stream, with what."""
+
+    url: str
+    parameters: dict[str, str]
+
+
+def call_details(call_sid: str, caller: str = "+14155550100") -> dict[str, str]:
+    """The parameters Twilio's voice webhook sends for an incoming call (Twilio's "TwiML
+    Voice: Your Response" request parameters), blank ones included."""
+    return {
+        "AccountSid": "AC" + "0" * 32,
+        "ApiVersion": "2010-04-01",
+        "CallSid": call_sid,
+        "CallStatus": "ringing",
+        "Called": "+14155550199",
+        "CalledCity": "",
+        "Caller": caller,
+        "CallerCity": "SAN FRANCISCO",
+        "Direction": "inbound",
+        "From": caller,
+        "To": "+14155550199",
+    }
+
+
+def fetch_twiml(
+    url: str,
+    *,
+    auth_token: str | None,
+    params: dict[str, str],
+    signed_url: str | None = None,
+    timeout_s: float = 10.0,
+) -> TwiMLStream:
+    """POST ``params`` form-encoded to the webhook ``url``, as Twilio does, with
+    ``X-Twilio-Signature`` when ``auth_token`` is given: over ``signed_url`` (the URL Twilio
+    was configured with, ``https://…``; ``url`` if not given) and the parameters. Returns the
+    stream the TwiML names; raises ``urllib.error.HTTPError`` if refused. Blocking (run it in
+    a thread)."""
+    body = urllib.parse.urlencode(params).encode()
+    headers = {"Content-Type": "application/x-www-form-urlencoded"}
+    if auth_token is not None:
+        signed = {name: [value] for name, value in params.items()}
+        headers[SIGNATURE_HEADER] = twilio_signature(auth_token, signed_url or url, signed)
+    request = urllib.request.Request(url, data=body, headers=headers, method="POST")
+    with urllib.request.urlopen(request, timeout=timeout_s) as answer:
+        document = answer.read().decode()
+    stream = ET.fromstring(document).find("./Connect/Stream")
+    if stream is None:
+        raise ValueError(f"no <Connect><Stream> in the TwiML: {document!r}")
+    parameters = {p.attrib["name"]: p.attrib["value"] for p in stream.findall("Parameter")}
+    return TwiMLStream(stream.attrib["url"], parameters)
 
 
 @dataclass

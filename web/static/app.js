@@ -594,12 +594,17 @@ async function startCall() {
     });
     call.ws.addEventListener("message", (m) => onServerEvent(call, JSON.parse(m.data)));
     call.ws.addEventListener("close", (e) => endCall(call, e));
-    await hello;
+    const greeting = await hello;
 
     call.mic = await navigator.mediaDevices.getUserMedia({
       audio: { echoCancellation: processAudio, noiseSuppression: processAudio, autoGainControl: processAudio },
     });
-    const pc = new RTCPeerConnection({ iceServers: [] });
+    // The server's STUN and TURN servers (server.ice_servers), with this call's credentials;
+    // none by default, so that no server is contacted unless the deployment names one.
+    const pc = new RTCPeerConnection({
+      iceServers: greeting.ice_servers ?? [],
+      iceTransportPolicy: greeting.ice_transport_policy ?? "all",
+    });
     call.pc = pc;
     for (const track of call.mic.getAudioTracks()) pc.addTrack(track, call.mic);
     pc.addEventListener("track", (e) => {

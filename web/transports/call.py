@@ -25,7 +25,7 @@ import asyncio
 import logging
 from abc import ABC, abstractmethod
 from collections.abc import Coroutine
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
 from websockets.asyncio.server import ServerConnection
@@ -36,6 +36,7 @@ from cadence.pipeline.events import EventHandler, HangUpEvent, SessionEvent
 from cadence.pipeline.pipeline import StageFailedError
 from cadence.pipeline.session import VoiceSession
 from cadence.pipeline.stages.playout import AudioOutput
+from cadence.web.ice import IceServers
 from cadence.web.metrics import ErrorKind, ServerMetrics
 from cadence.web.outbox import Outbox
 from cadence.web.signaling import CloseCode
@@ -94,6 +95,9 @@ class CallContext:
     """The server's metrics: a trace sink of every session, and the count of errors."""
     on_event: EventHandler | None = None
     """Gets each event of every call's session, with the call's id."""
+    ice: IceServers = field(default_factory=IceServers)
+    """The STUN and TURN servers of a browser call (``server.ice_servers``), with their
+    credentials."""
 
 
 class Call(ABC):

@@ -54,7 +54,7 @@ from cadence.voice.audio import ulaw_decode, ulaw_encode
 from cadence.web.access import AccessPolicy, Refusal
 from cadence.web.metrics import ErrorKind, ServerMetrics
 from cadence.web.rate_limit import MessageRate
-from cadence.web.routes import HTTPRoute, response, text_response
+from cadence.web.routes import Form, HTTPRoute, response, text_response
 from cadence.web.serializers.twilio import (
     SAMPLE_RATE,
     ClearMessage,
@@ -87,6 +87,9 @@ MAX_BAD_MESSAGES = 50
 MAX_QUEUED_MESSAGES = 500
 """Messages waiting for a Twilio that is not reading (5 s of reply audio with its marks);
 past this the call is ended rather than buffering without limit."""
+
+TWIML_METHODS = frozenset({"GET", "HEAD", "POST"})
+"""Twilio fetches a number's webhook with ``POST`` unless told ``GET`` in its console."""
 
 STREAM_SID = re.compile(r"[A-Za-z0-9_-]{1,64}")
 """What a stream id may look like (Twilio's are ``MZ`` and 32 hex digits); it names the call
@@ -369,9 +372,10 @@ async def accept(websocket: ServerConnection, admission: Admission) -> None:
 # --- what the server routes -------------------------------------------------------------------
 
 
-def twiml(access: AccessPolicy, request: Request, *, stream_path: str) -> Response:
-    """The TwiML that connects a call to this server's Media Stream (docs/security.md);
-    an ``overlay`` query parameter becomes the stream's parameter of that name. Nothing
+def twiml(access: AccessPolicy, request: Request, form: Form, *, stream_path: str) -> Response:
+    """The TwiML that connects a call to this server's Media Stream (docs/security.md), to
+    Twilio's ``GET`` or ``POST`` (whose ``form`` — the call's details — it does not need); an
+    ``overlay`` query parameter becomes the stream's parameter of that name. Nothing
     follows the ``<Connect>``: once the stream is closed the call ends, which is how the agent
     hangs up (``TwilioCall.hang_up``)."""
     base = access.public_url(request, scheme="wss")
@@ -402,12 +406,12 @@ def _check(access: AccessPolicy, request: Request) -> Refusal | None:
 
 
 def _routes(stream_path: str) -> dict[str, HTTPRoute]:
-    """The TwiML webhook, beside the stream: only Twilio's signed requests fetch it when its
-    auth token is configured (Twilio cannot send our token)."""
+    """The TwiML webhook, beside the stream, by ``GET`` or ``POST`` (Twilio's default): only
+    Twilio's signed requests fetch it when its auth token is configured (Twilio cannot send
+    our token)."""
     respond = functools.partial(twiml, stream_path=stream_path)
-    return {
-        f"{stream_path.rstrip('/')}/twiml": HTTPRoute(check=AccessPolicy.twiml, respond=respond)
-    }
+    route = HTTPRoute(check=AccessPolicy.twiml, respond=respond, methods=TWIML_METHODS)
+    return {f"{stream_path.rstrip('/')}/twiml": route}
 
 
 ENTRY = WebsocketEntry(path=_stream_path, check=_check, accept=accept, routes=_routes)

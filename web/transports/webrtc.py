@@ -9,8 +9,10 @@ then the page gets a ``hangup`` of ours, the socket closes normally (1000) and t
 connection is closed. Its media is a ``WebRTCPeer``: the browser offers one audio stream
 (send and receive); the answer attaches a :class:`PacedAudioTrack` to it. Every frame the
 browser sends is decoded by aiortc (Opus, 48 kHz, usually stereo), mixed down to mono 16-bit
-and fed to the session as it is; the session resamples. No STUN or TURN server is
-configured: the demo serves visitors that can reach this machine's own addresses.
+and fed to the session as it is; the session resamples. The STUN and TURN servers of
+``server.ice_servers`` (none by default) go to both peers: to aiortc's, and in ``hello`` to
+the page's, with the credentials minted for this call (``web/ice.py``); without them the demo
+serves only visitors that can reach this machine's own addresses.
 
 Events for the page are queued and written by one task (``WebsocketCall``), so that the
 pipeline never waits on a slow browser and the events reach the page in the order they
@@ -84,9 +86,18 @@ def error_event(code: str, message: str) -> Event:
 class WebRTCPeer:
     """One visitor's peer connection — their microphone in, the agent's voice out."""
 
-    def __init__(self, *, name: str, on_audio: AudioHandler, on_lost: Callable[[], None]) -> None:
+    def __init__(
+        self,
+        *,
+        name: str,
+        on_audio: AudioHandler,
+        on_lost: Callable[[], None],
+        configuration: RTCConfiguration | None = None,
+    ) -> None:
+        """``configuration``: the ICE servers and policy (``IceServers.rtc_configuration``);
+        ``None``: no ICE server (never aiortc's default one)."""
         self.name = name
-        self.pc = RTCPeerConnection(RTCConfiguration(iceServers=[]))
+        self.pc = RTCPeerConnection(configuration or RTCConfiguration(iceServers=[]))
         self.output = PacedAudioTrack(OUTPUT_SAMPLE_RATE)
         self._on_audio = on_audio
         self._on_lost = on_lost
@@ -165,6 +176,8 @@ class WebRTCCall(WebsocketCall):
         """``context.on_event`` gets each event of the call's session, as the page does."""
         super().__init__(websocket, context, call_id=call_id, max_queued=MAX_QUEUED_EVENTS)
         self._rate = MessageRate(context.agent.config.server.max_messages_per_s)
+        self._ice = context.ice
+        self._ice_servers = context.ice.for_call()
         self.peer: WebRTCPeer | None = None
 
     @property
@@ -185,6 +198,7 @@ class WebRTCCall(WebsocketCall):
                 "session_id": self.call_id,
                 "budget": config.budget.model_dump(),
                 "stages": [latency.name for latency in STAGE_LATENCIES],
+                **self._ice.page(self._ice_servers),
             }
         )
         try:
@@ -219,7 +233,12 @@ class WebRTCCall(WebsocketCall):
         return parse_client_message(raw)
 
     async def _connect(self, offer: Offer) -> None:
-        peer = WebRTCPeer(name=self.call_id, on_audio=self._feed, on_lost=self._connection_lost)
+        peer = WebRTCPeer(
+            name=self.call_id,
+            on_audio=self._feed,
+            on_lost=self._connection_lost,
+            configuration=self._ice.rtc_configuration(self._ice_servers),
+        )
         self.peer = peer
         await self._open_session(peer.output, OUTPUT_SAMPLE_RATE)
         try:
