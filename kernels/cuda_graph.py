@@ -47,7 +47,9 @@ class CapturedStep(Generic[Outputs]):
                 step()
         torch.cuda.current_stream().wait_stream(side)
         self._graph = torch.cuda.CUDAGraph()
-        with torch.cuda.graph(self._graph):
+        # thread_local: another session's decoder may launch work from its own thread while
+        # this one captures; only this thread's calls must keep off the capturing stream.
+        with torch.cuda.graph(self._graph, capture_error_mode="thread_local"):
             self._outputs = step()
 
     def replay(self) -> Outputs:

@@ -2,10 +2,10 @@
 
 CUDA tensors take the Triton kernels when Triton is installed (the commit step: whichever of
 Triton and the reference a measurement at the shape's first call found faster); every other
-device takes the PyTorch reference, so CPU behaviour is the reference's, bit for bit. The Triton modules are
-imported on first use only: importing Triton costs about a second, and it is an optional
-dependency. :func:`use_backend` overrides the choice, which is how the tests and the bench run
-the Triton kernels on CPU tensors under ``TRITON_INTERPRET=1``.
+device takes the PyTorch reference, so CPU behaviour is the reference's, bit for bit. The
+Triton modules are imported on first use only: importing Triton costs about a second, and it
+is an optional dependency. :func:`use_backend` overrides the choice, which is how the tests
+and the bench run the Triton kernels on CPU tensors under ``TRITON_INTERPRET=1``.
 """
 
 from __future__ import annotations

@@ -49,8 +49,9 @@ FIRST_PIECE_MS = {"p50_ms": 30.0, "p90_ms": 60.0}
 NO_GPU_STATUS = 2
 
 
-def _section(report: Report, name: str, budget: float, run: Callable[[], Any]) -> None:
-    """Run one section into ``report[name]``; a failure is recorded, not raised."""
+def _section(report: Report, name: str, budget: float, run: Callable[[], Any], out: Path) -> None:
+    """Run one section into ``report[name]``; a failure is recorded, not raised. The report
+    so far is written after each section (a run killed at its time limit keeps it)."""
     elapsed = time.perf_counter() - report["_started"]
     if elapsed > budget:
         report["skipped"].append(f"{name}: the {budget:.0f} s budget was spent ({elapsed:.0f} s)")
@@ -63,10 +64,23 @@ def _section(report: Report, name: str, budget: float, run: Callable[[], Any]) -
             {"section": name, "error": repr(exc), "trace": traceback.format_exc()}
         )
         print(f"  failed: {exc!r}", flush=True)
+    write({**report, "status": "partial"}, out)
+
+
+def _guarded(report: Report, section: str, run: Callable[[], Any], empty: Any) -> Any:
+    """``run()``, or ``empty`` with the failure recorded in the report."""
+    try:
+        return run()
+    except Exception as exc:  # one measure's failure must not lose the others
+        report["errors"].append(
+            {"section": section, "error": repr(exc), "trace": traceback.format_exc()}
+        )
+        print(f"  {section} failed: {exc!r}", flush=True)
+        return empty
 
 
 def _family(
-    name: str, size: full_size.Size, device: torch.device, args: argparse.Namespace
+    name: str, size: full_size.Size, device: torch.device, args: argparse.Namespace, report: Report
 ) -> Report:
     model_spec = full_size.MODELS[name]
     out: Report = {
@@ -80,8 +94,18 @@ def _family(
         started = time.perf_counter()
         model = load_open_weights(Path(scratch), device, model_spec.block_size)
         out["load_s"] = round(time.perf_counter() - started, 1)
-    out["steps"] = gpu_measures.step_rows(model, device, args.repeats)
-    out["replies"] = gpu_measures.reply_rows(model, args.turns, args.reply_tokens, eager=True)
+    steps = partial(gpu_measures.step_rows, model, device, args.repeats)
+    out["steps"] = _guarded(report, f"{name} steps", steps, [])
+    if device.type == "cuda":
+        agree = partial(gpu_measures.agreement_row, model, device, args.reply_tokens)
+        out["agreement"] = _guarded(report, f"{name} agreement", agree, None)
+    out["replies"] = []
+    for variant in gpu_measures.reply_variants(model, args.reply_tokens):
+        print(f"  {name}: {variant.decoder}, prefill {variant.prefill}", flush=True)
+        run = partial(gpu_measures.reply_row, model, variant, args.turns)
+        row = _guarded(report, f"{name} replies ({variant.decoder}, {variant.prefill})", run, None)
+        if row is not None:
+            out["replies"].append(row)
     del model
     gc.collect()
     if device.type == "cuda":
@@ -89,11 +113,22 @@ def _family(
     return out
 
 
-def _embedded(device: torch.device, repeats: int) -> list[Report]:
-    chosen = kernel_bench.implementations(device, interpreter=False)
+def _embedded(device: torch.device, repeats: int, report: Report) -> list[Report]:
+    """The kernel bench's decode rows of the shipped model, one implementation at a time (a
+    failure of one, e.g. a capture, leaves the others' rows)."""
     rows = []
-    with torch.inference_mode():
-        for row in kernel_bench.decode_rows(device, chosen, repeats):
+    for implementation in kernel_bench.implementations(device, interpreter=False):
+        produced: list[kernel_bench.Row] = []
+
+        def run(
+            chosen: kernel_bench.Implementation = implementation,
+            into: list[kernel_bench.Row] = produced,
+        ) -> None:
+            with torch.inference_mode():
+                into.extend(kernel_bench.decode_rows(device, [chosen], repeats))
+
+        _guarded(report, f"embedded ({implementation.label})", run, None)
+        for row in produced:
             rows.append(
                 {
                     "measure": row.measure,
@@ -126,10 +161,27 @@ def targets(report: Report) -> list[Report]:
                 "value": slower,
             }
         )
+        dispatched = [  # what runs: the measured rule, within 5 % of the faster
+            f"{r['model']} {r['shape']} {r['banned']}"
+            for r in commits
+            if r["dispatched"]["p50_ms"]
+            > 1.05 * min(r["triton"]["p50_ms"], r["reference"]["p50_ms"])
+        ]
+        checks.append(
+            {
+                "target": "dispatched commit ≤ the faster of the two (+5 %) at every shape",
+                "met": not dispatched,
+                "value": dispatched,
+            }
+        )
     for name, limit in TARGETS_MS.items():
         family = report.get(name)
         if not family:
             continue
+        if family.get("agreement"):
+            same = family["agreement"]["captured_equals_uncaptured"]
+            checks.append({"target": f"{name}: graphs decode as the uncaptured steps", "met": same,
+                           "value": family["agreement"]["tokens"]})  # fmt: skip
         step = next((s for s in family["steps"] if s["step"].startswith("graphed")), None)
         if step:
             checks.append(
@@ -178,7 +230,9 @@ def _table(rows: list[Report], columns: list[str]) -> list[str]:
 
 def markdown(report: Report) -> str:
     """The report as Markdown: one table per section (times are p50 / p90 ms)."""
-    lines = [f"# GPU check on {report['device']}", "", f"`{report['command']}`", ""]
+    title = "GPU check: no GPU" if report.get("status") == "no GPU" else "GPU check on "
+    title += "" if report.get("status") == "no GPU" else str(report["device"])
+    lines = [f"# {title}", "", f"`{report['command']}`", ""]
     lines += [
         f"torch {report['torch']}, Triton {report['triton']}, Python {report['python']}; "
         f"{report['size']} models; {report.get('seconds', '?')} s. Times: p50 / p90 ms.",
@@ -213,6 +267,8 @@ def markdown(report: Report) -> str:
             "",
         ]
         lines += _table(family["steps"], ["step", "shape", "p50_ms", "p90_ms", "runs"])
+        if family.get("agreement"):
+            lines += [f"Same tokens (2 turns, τ fixed): {family['agreement']}", ""]
         columns = ["decoder", "prefill", "first_piece", "whole_reply", "reply_tokens"]
         lines += _table(family["replies"], [*columns, "steps_per_reply", "ms_per_step"])
     if report.get("embedded"):
@@ -291,7 +347,11 @@ def main(argv: list[str] | None = None) -> int:
     if "commit" in sections:
         with torch.inference_mode():
             _section(
-                report, "commit", budget, lambda: gpu_measures.commit_rows(device, args.repeats)
+                report,
+                "commit",
+                budget,
+                partial(gpu_measures.commit_rows, device, args.repeats),
+                args.out,
             )
     if "attention" in sections:
         with torch.inference_mode():
@@ -299,13 +359,17 @@ def main(argv: list[str] | None = None) -> int:
                 report,
                 "attention",
                 budget,
-                lambda: gpu_measures.attention_rows(device, args.repeats),
+                partial(gpu_measures.attention_rows, device, args.repeats),
+                args.out,
             )
     for name in full_size.MODELS:
         if name in sections:
-            _section(report, name, budget, partial(_family, name, report["size"], device, args))
+            run = partial(_family, name, report["size"], device, args, report)
+            _section(report, name, budget, run, args.out)
     if "embedded" in sections:
-        _section(report, "embedded", budget, lambda: _embedded(device, args.repeats))
+        _section(
+            report, "embedded", budget, partial(_embedded, device, args.repeats, report), args.out
+        )
     report["commit_choices"] = gpu_measures.chosen_commits()
     report["targets"] = targets(report) if device.type == "cuda" else []  # a GPU's targets
     report["seconds"] = round(time.perf_counter() - report["_started"], 1)

@@ -15,16 +15,17 @@ import json
 import statistics
 import time
 from collections.abc import Callable
+from dataclasses import dataclass
 from functools import partial
 from typing import Any
 
 import torch
 
 from cadence import kernels
-from cadence.core.clock import MonotonicClock
+from cadence.core.clock import MonotonicClock, VirtualClock
 from cadence.kernels.commit_reference import commit_reference
 from cadence.kernels.dispatch import Backend, commit_choices
-from cadence.llm.decoding import DecodingOptions
+from cadence.llm.decoding import DecodingOptions, ReplyStats
 from cadence.llm.dialogue import Turn
 from cadence.llm.generator import DecoderTurnGenerator, GeneratorOptions
 from cadence.llm.open_weights import OpenWeightsDecoder, OpenWeightsModel
@@ -214,36 +215,65 @@ async def _turns(generator: DecoderTurnGenerator, turns: int, prefill: bool) -> 
     }
 
 
-def reply_rows(model: OpenWeightsModel, turns: int, reply_tokens: int, eager: bool) -> list[Row]:
-    """Whole conversations through :class:`DecoderTurnGenerator`: the graphed decoder
-    without and with prefill, and (``eager``) the eager decoder without."""
+@dataclass(frozen=True)
+class ReplyVariant:
+    decoder: str
+    prefill: bool
+    make: Callable[[], OpenWeightsDecoder]
+    options: GeneratorOptions
+
+
+def reply_variants(model: OpenWeightsModel, reply_tokens: int) -> list[ReplyVariant]:
+    """The graphed decoder without and with prefill, and the eager decoder without."""
     options = GeneratorOptions(
         DecodingOptions(confidence_threshold=THRESHOLD, max_reply_tokens=reply_tokens),
         history_turns=HISTORY_TURNS,
         max_context_tokens=1024,
     )
-    variants: list[tuple[str, Callable[[], Any], bool]] = [
-        (
-            "graphed",
-            partial(GraphedOpenWeightsDecoder, model, options.decoding, MonotonicClock()),
-            False,
-        ),
-        (
-            "graphed",
-            partial(GraphedOpenWeightsDecoder, model, options.decoding, MonotonicClock()),
-            True,
-        ),
+    graphed = partial(GraphedOpenWeightsDecoder, model, options.decoding, MonotonicClock())
+    eager = partial(OpenWeightsDecoder, model, options.decoding, MonotonicClock())
+    return [
+        ReplyVariant("graphed", False, graphed, options),
+        ReplyVariant("graphed", True, graphed, options),
+        ReplyVariant("eager", False, eager, options),
     ]
-    if eager:
-        variants.append(
-            ("eager", partial(OpenWeightsDecoder, model, options.decoding, MonotonicClock()), False)
-        )
-    rows = []
-    for label, make, prefill in variants:
-        generator = DecoderTurnGenerator(make(), model.chat, options)
-        measured = asyncio.run(_turns(generator, turns, prefill))
-        rows.append({"decoder": label, "prefill": prefill, **measured})
-    return rows
+
+
+def reply_row(model: OpenWeightsModel, variant: ReplyVariant, turns: int) -> Row:
+    """A whole conversation through :class:`DecoderTurnGenerator` with ``variant``'s decoder."""
+    generator = DecoderTurnGenerator(variant.make(), model.chat, variant.options)
+    measured = asyncio.run(_turns(generator, turns, variant.prefill))
+    return {"decoder": variant.decoder, "prefill": variant.prefill, **measured}
+
+
+def agreement_row(model: OpenWeightsModel, device: torch.device, reply_tokens: int) -> Row:
+    """Do the graphs decode what the same steps decode without them? Two turns on a clock
+    that stands still (τ never moves), by the captured decoder, the same fixed-shape steps
+    run eagerly (they must agree token for token: the graph replays the same kernels), and
+    the eager decoder (reported, not required: its dense attention rounds bfloat16
+    differently from the block-attention kernel)."""
+    options = DecodingOptions(confidence_threshold=THRESHOLD, max_reply_tokens=reply_tokens)
+    decoders = {
+        "captured": GraphedOpenWeightsDecoder(model, options, VirtualClock()),
+        "uncaptured": GraphedOpenWeightsDecoder(model, options, VirtualClock(), capture=False),
+        "eager": OpenWeightsDecoder(model, options, VirtualClock()),
+    }
+    replies: dict[str, list[list[int]]] = {name: [] for name in decoders}
+    history: list[Turn] = []
+    for turn in range(2):
+        history.append(Turn("user", tiny.TEXTS[turn]))
+        prompt = model.chat.prompt(history, HISTORY_TURNS, 1024)
+        for name, decoder in decoders.items():
+            stats = ReplyStats()
+            list(decoder.decode(prompt, stats))
+            replies[name].append(stats.token_ids)
+        history.append(Turn("agent", model.chat.tokenizer.decode(replies["eager"][-1])))
+    return {
+        "device": str(device),
+        "captured_equals_uncaptured": replies["captured"] == replies["uncaptured"],
+        "captured_equals_eager": replies["captured"] == replies["eager"],
+        "tokens": [len(reply) for reply in replies["captured"]],
+    }
 
 
 def chosen_commits() -> list[Row]:
