@@ -7,6 +7,7 @@ import logging
 import typer
 
 from cadence.tooling.cli import (
+    adapter_cmd,
     bench_cmd,
     config_cmd,
     converse_cmd,
@@ -49,6 +50,12 @@ app.command("calibrate-turn-lm")(turn_cmd.calibrate_turn_lm)
 app.command("build-sgd-catalogue")(tools_cmd.build_sgd_catalogue)
 app.command("eval-grounding")(tools_cmd.eval_grounding)
 app.command("build-lane-corpus")(tools_cmd.build_lane_corpus)
+app.command("build-lm-corpus")(adapter_cmd.build_lm_corpus)
+app.command(
+    "train-adapters",
+    context_settings={"allow_extra_args": True, "ignore_unknown_options": True},
+    add_help_option=False,
+)(adapter_cmd.train_adapters)
 
 
 @app.callback()
