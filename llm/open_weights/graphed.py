@@ -209,8 +209,11 @@ class GraphedOpenWeightsDecoder(OpenWeightsDecoder):
         whole = len(context) - len(context) % self.block_size
         self._carry(self.cache.reuse(context[:whole]))
         reply = self.options.max_reply_tokens + 2 * self.block_size
-        for length in range(self.kv.length, self.kv.length + reply + AHEAD_POSITIONS + 1, 64):
-            self._prepare(bucket_length(length))
+        ahead = range(self.kv.length, self.kv.length + reply + AHEAD_POSITIONS + 1, 64)
+        buckets = sorted({bucket_length(length) for length in ahead})
+        self.kv.reserve(buckets[-1])  # first: growing the cache later would drop the graphs
+        for slots in buckets:
+            self._prepare(slots)
         if self.device.type == "cuda":
             torch.cuda.synchronize(self.device)
 
