@@ -335,7 +335,9 @@ async def test_the_thread_budget_is_applied() -> None:
     finally:
         torch.set_num_threads(before)
     voice = load_tts(config.models.tts, budget)
-    assert voice._voice.session.get_session_options().intra_op_num_threads == 1
+    assert voice.threads == 1
     decoder = load_stt(config.models.stt, budget)
     assert decoder._model.model.num_workers == 2
-    assert load_tts(config.models.tts, ThreadsConfig(tts=2)) is not voice  # a budget per load
+    two = load_tts(config.models.tts, ThreadsConfig(tts=2))
+    assert two is not voice  # a budget per load
+    assert two.threads == 2

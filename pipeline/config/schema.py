@@ -22,7 +22,7 @@ from cadence.core.options import Options
 from cadence.llm.options import LLMOptions
 from cadence.llm.pretrained.options import LanguageModelOptions
 from cadence.pipeline.config.ice import IceServerConfig, IceTransportPolicy, is_turn
-from cadence.voice.tts import FIRST_PHRASE_MAX_WORDS
+from cadence.voice.tts import DEFAULT_VOICE, FIRST_PHRASE_MAX_WORDS
 
 
 class STTConfig(Options):
@@ -46,8 +46,11 @@ class STTConfig(Options):
 
 
 class TTSConfig(Options):
-    voice: str = "embedded:en_US-joe-medium"
-    """`embedded:en_US-joe-medium` (pip-installed) or the path of a Piper `.onnx` voice."""
+    voice: str = DEFAULT_VOICE
+    """`embedded:hibari-heart` (hibari-tts's voice, distilled from Kokoro-82M's `af_heart`;
+    ~13 ms of one core for a short phrase, round-trip WER 0.05), `embedded:en_US-joe-medium`
+    (Piper; ~70 ms on two threads, WER 0.11), or the path of a Piper `.onnx` voice
+    (docs/voice.md)."""
     first_phrase_max_words: int = Field(FIRST_PHRASE_MAX_WORDS, ge=1)
     """Cut the first phrase at a clause boundary or within this many words (before a
     conjunction or preposition among them, else after them), whichever comes first, so the
@@ -70,9 +73,10 @@ class ThreadsConfig(Options):
     stt_workers: int = Field(2, ge=1)
     """Whisper decodes that can run at once. With two, a decode abandoned when the caller
     went on never delays the next one."""
-    tts: int = Field(2, ge=1)
-    """onnxruntime's intra-op threads for the Piper voice: the first phrase is what the
-    caller waits for, and two threads synthesize it in 111 ms against 146 on one."""
+    tts: int | None = Field(None, ge=1)
+    """onnxruntime's intra-op threads for the voice; null = the voice's own: one for hibari
+    (its vocoder runs on one thread, and a second onnxruntime thread only takes the other core
+    from the next job), two for Piper (the first phrase in 111 ms against 146 on one)."""
     background_wait_ms: float = Field(250.0, ge=0)
     """The longest background work — a later phrase's synthesis, the generator's next block
     once the first phrase is complete — waits for urgent work (any call's) to be done before
@@ -83,7 +87,7 @@ class ModelsConfig(Options):
     stt: STTConfig = STTConfig()
     """Speech-to-text (faster-whisper)."""
     tts: TTSConfig = TTSConfig()
-    """Text-to-speech (Piper)."""
+    """Text-to-speech (hibari by default, or Piper)."""
     llm: LLMOptions = LLMOptions()
     """Turn generator."""
     lm: LanguageModelOptions = LanguageModelOptions()
