@@ -32,6 +32,13 @@ class LevelResult:
     refused: int = 0
     errors: list[str] = field(default_factory=list)
     samples: list[ResourceSample] = field(default_factory=list)
+    cpu_s: float | None = None
+    """CPU time (user + system) of the whole process over the level: the server and, in the
+    same process, the emulated callers (the same work whatever the server's models)."""
+
+    @property
+    def cpu_s_per_call(self) -> float | None:
+        return self.cpu_s / self.calls if self.cpu_s is not None and self.calls else None
 
     @classmethod
     def from_json(cls, text: str) -> LevelResult:

@@ -134,9 +134,16 @@ async def _run_level(
             await asyncio.sleep(SAMPLE_EVERY_S)
 
     sampler = asyncio.create_task(sample(), name="loadtest:sampler")
+    cpu_before = _cpu_s()
     try:
         await asyncio.gather(*(caller(first) for first in range(sessions)))
     finally:
         sampler.cancel()
         await asyncio.gather(sampler, return_exceptions=True)
+    result.cpu_s = _cpu_s() - cpu_before
     return traces, result
+
+
+def _cpu_s() -> float:
+    times = psutil.Process().cpu_times()
+    return float(times.user + times.system)

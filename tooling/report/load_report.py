@@ -61,8 +61,9 @@ def _markdown(
 ) -> str:
     rows = [
         "| sessions | minutes | calls | refused | errors | turns | voice-to-voice p50 | p95 "
-        "| within budget | memory (MB) | memory growth after warm-up | open files |",
-        "|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
+        "| within budget | CPU per call (s) | memory (MB) | memory growth after warm-up "
+        "| open files |",
+        "|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
     ]
     for result in results:
         summary = levels[result.sessions]
@@ -74,6 +75,7 @@ def _markdown(
             f"| {result.sessions} | {result.minutes:g} | {result.calls} | {result.refused} "
             f"| {len(result.errors)} | {summary.turns} | {_ms(v2v.p50)} | {_ms(v2v.p95)} "
             f"| {_share(summary.within_budget_fraction)} "
+            f"| {'–' if (cpu := result.cpu_s_per_call) is None else f'{cpu:.2f}'} "
             f"| {f'{rss[0]:.0f} → {rss[-1]:.0f}' if rss else '–'} "
             f"| {f'{memory.percent:+.1f} % ({memory.per_minute:+.2f} MB/min)' if memory else '–'} "
             f"| {f'{min(fds)}–{max(fds)}' if fds else '–'}"
