@@ -64,7 +64,7 @@ class QwenAttention(nn.Module):
         self,
         x: torch.Tensor,
         angles: tuple[torch.Tensor, torch.Tensor],
-        allowed: torch.Tensor | None,
+        allowed: torch.Tensor | kernels.CachedBlock | None,
         cache: KeyValueStore | None,
         layer: int,
         keep: int,
@@ -79,10 +79,13 @@ class QwenAttention(nn.Module):
         q, k = rotate(q, *angles), rotate(k, *angles)
         if cache is not None:
             k, v = cache.extend(layer, k, v, keep)
-        groups = self.heads // self.kv_heads  # the cache keeps the fewer key/value heads
-        y = kernels.attention(
-            q, k.repeat_interleave(groups, dim=1), v.repeat_interleave(groups, dim=1), allowed
-        )
+        if isinstance(allowed, kernels.CachedBlock):  # block attention groups heads itself
+            y = kernels.attention(q, k, v, allowed)
+        else:
+            groups = self.heads // self.kv_heads  # the cache keeps the fewer key/value heads
+            y = kernels.attention(
+                q, k.repeat_interleave(groups, dim=1), v.repeat_interleave(groups, dim=1), allowed
+            )
         out: torch.Tensor = self.o_proj(y.transpose(1, 2).reshape(batch, tokens, -1))
         return out
 
@@ -111,7 +114,7 @@ class QwenLayer(nn.Module):
         self,
         x: torch.Tensor,
         angles: tuple[torch.Tensor, torch.Tensor],
-        allowed: torch.Tensor | None,
+        allowed: torch.Tensor | kernels.CachedBlock | None,
         cache: KeyValueStore | None,
         layer: int,
         keep: int,
@@ -146,7 +149,7 @@ class QwenForCausalLM(nn.Module):
         self,
         ids: torch.Tensor,
         positions: torch.Tensor,
-        allowed: torch.Tensor | None,
+        allowed: torch.Tensor | kernels.CachedBlock | None,
         cache: KeyValueStore | None = None,
         keep: int | None = None,
         last: int | None = None,
@@ -155,8 +158,10 @@ class QwenForCausalLM(nn.Module):
         tokens]``), or of the ``last`` positions only: the output head is the largest matmul
         of a small model (a vocabulary of 151,936), and a prefill needs none of its rows.
         ``allowed`` is ``[batch, 1, tokens, cached + tokens]`` (``True`` = may attend; ``None`` =
-        everything). With a ``cache``, the keys of earlier calls come first and the first
-        ``keep`` input positions (all by default) are appended to it."""
+        everything), or a :class:`cadence.kernels.CachedBlock` for a fixed-shape step over a
+        padded cache (:mod:`cadence.llm.open_weights.graphed`; the block-attention kernels read
+        the fewer key/value heads directly). With a ``cache``, the keys of earlier calls come
+        first and the first ``keep`` input positions (all by default) are appended to it."""
         x = self.model.embed_tokens(ids)
         angles = rotary_angles(positions, self.shape.head_dim, self.shape.rope_theta, x.dtype)
         keep = ids.shape[1] if keep is None else keep
