@@ -28,7 +28,7 @@ from cadence.voice.turn import TextEndOfTurnModel
 
 
 def apply_thread_budget(threads: ThreadsConfig) -> None:
-    """Give torch its share of the cores (whisper and Piper get theirs when they load), and
+    """Give torch its share of the cores (whisper and the voice get theirs when they load), and
     set how long background work waits for urgent work. Call
     it before any thread runs torch: each thread keeps the count it started with, and threads
     started later take this one. Process-wide, so an overlay has no budget of its own."""

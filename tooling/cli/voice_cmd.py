@@ -66,7 +66,7 @@ def say(
     ),
     config: Path | None = CONFIG_OPTION,
 ) -> None:
-    """Synthesize TEXT with the configured Piper voice into a WAV file."""
+    """Synthesize TEXT with the configured voice (`models.tts.voice`) into a WAV file."""
     err = Console(stderr=True, soft_wrap=True)
     if not text.strip():
         err.print("[red]error[/] nothing to say: TEXT is empty")
