@@ -110,23 +110,24 @@ def commit_rows(device: torch.device, repeats: int) -> list[Row]:
 
 
 def attention_rows(device: torch.device, repeats: int) -> list[Row]:
-    """Block attention at the families' full-size shapes (the network passes the key/value
-    heads repeated to the query heads), on a short and a long cache."""
+    """Block attention at the families' full-size shapes (query heads over the fewer
+    key/value heads, as the network passes them), on a short and a long cache."""
     generator = torch.Generator().manual_seed(1)
     dtype = torch.bfloat16 if device.type == "cuda" else torch.float32
     rows = []
     for name, model in MODELS.items():
         heads, dim = model.shape["num_attention_heads"], model.shape["head_dim"]
-        block = model.block_size
+        kv_heads, block = model.shape["num_key_value_heads"], model.block_size
         for valid, slots in ((200, 256), (1000, 1024)):
             q = torch.randn(1, heads, block, dim, generator=generator).to(device, dtype)
             k, v = (
-                torch.randn(1, heads, slots + block, dim, generator=generator).to(device, dtype)
+                torch.randn(1, kv_heads, slots + block, dim, generator=generator).to(device, dtype)
                 for _ in "kv"
             )
             lengths = torch.tensor([valid], device=device)
             run = partial(kernels.block_attention, q, k, v, lengths)
-            row: Row = {"model": name, "shape": f"{heads}×{dim}, {valid}/{slots} + {block}"}
+            shape = f"{heads}/{kv_heads} heads × {dim}, {valid}/{slots} + {block}"
+            row: Row = {"model": name, "shape": shape}
             for backend in backends(device):
                 with kernels.use_backend(backend):
                     row[backend] = summary(timed(run, device, repeats))
