@@ -259,6 +259,9 @@ def _train_phase(
         if due or state.step % options.checkpoint_every == 0:
             _checkpoint(options, phase, model, optimizer, state, path, metrics)
             last_save = time.monotonic()
+    if logged[1]:  # the steps since the last line (a timed phase ends off the beat)
+        state.loss.append([state.step, logged[0] / logged[1]])
+        print(f"{phase} step {state.step}/{state.total_steps} loss {state.loss[-1][1]:.4f}")
     state.validation_nll = _validation_nll(options, phase, model, validation, allowed)
     state.done = True
     _checkpoint(options, phase, model, optimizer, state, path, metrics)
