@@ -1,0 +1,179 @@
+"""``python -m cadence.tooling.bench.tts_voices``: the embedded voices side by side.
+
+For each voice (hibari's ``heart``, Piper's ``en_US-joe-medium``) on one and on two
+onnxruntime threads, on the agent replies of ``tests/data/dialogue/agent_replies.txt`` (30
+turns of the Schema-Guided Dialogue dev split):
+
+* **First phrase**: the reply's first phrase as the splitter cuts it at 3, 4 and 6 words at
+  most, synthesized alone: wall time and the process's CPU time (nothing else runs in it).
+  The voices take turns phrase by phrase, so both see the same load on a shared machine.
+* **Round trip**: every reply, phrase by phrase as the TTS stage speaks it, the voice's noise
+  seeded (the same audio every run), decoded by the project's STT (the configured whisper)
+  at 16 kHz and through a telephone's 8 kHz: WER against the text.
+
+Writes ``report.json`` and ``report.md`` into ``--out``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shlex
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from cadence.pipeline.config import CadenceConfig
+from cadence.pipeline.model_loading import load_stt
+from cadence.tooling.bench.stats import percentiles
+from cadence.voice.audio import resample
+from cadence.voice.stt import word_error_rate
+from cadence.voice.tts import PhraseSplitter, Synthesizer, load_synthesizer
+
+VOICES = {"hibari": "embedded:hibari-heart", "piper": "embedded:en_US-joe-medium"}
+REPLIES = Path("tests/data/dialogue/agent_replies.txt")
+WORDS = (3, 4, 6)
+THREADS = (1, 2)
+
+
+def first_phrases(replies: list[str], max_words: int) -> list[str]:
+    """Each reply's first phrase, as the TTS stage cuts it from streamed words."""
+    phrases = []
+    for reply in replies:
+        splitter = PhraseSplitter(max_words)
+        cut = [p for word in reply.split() for p in splitter.feed(word + " ")]
+        phrases.append(cut[0] if cut else reply)
+    return phrases
+
+
+def _timed(synthesizer: Synthesizer, text: str) -> tuple[float, float, float]:
+    """Wall ms, CPU ms and seconds of audio of one synthesis."""
+    wall, cpu = time.perf_counter(), time.process_time()
+    audio = sum(len(pcm) for pcm in synthesizer.synthesize_blocking(text))
+    return (
+        (time.perf_counter() - wall) * 1000.0,
+        (time.process_time() - cpu) * 1000.0,
+        audio / synthesizer.sample_rate,
+    )
+
+
+def first_phrase_costs(replies: list[str], rounds: int) -> dict[str, Any]:
+    """Per voice, threads and first-phrase length: wall and CPU ms per phrase, real-time
+    factor; every (voice, threads) in turn on each phrase."""
+    synthesizers = {(v, t): load_synthesizer(VOICES[v], t) for v in VOICES for t in THREADS}
+    for synthesizer in synthesizers.values():
+        _timed(synthesizer, "Warming up the voice.")
+    samples: dict[tuple[str, int, int], list[tuple[float, float, float]]] = {}
+    for _ in range(rounds):
+        for words in WORDS:
+            for phrase in first_phrases(replies, words):
+                for (voice, threads), synthesizer in synthesizers.items():
+                    samples.setdefault((voice, threads, words), []).append(
+                        _timed(synthesizer, phrase)
+                    )
+    rows = {}
+    for (voice, threads, words), timings in samples.items():
+        wall, cpu, audio = (np.array(column) for column in zip(*timings, strict=True))
+        rows[f"{voice}/{threads}/{words}"] = {
+            "voice": voice,
+            "threads": threads,
+            "max_words": words,
+            "phrases": len(timings),
+            "wall_ms": percentiles(list(wall)),
+            "cpu_ms": percentiles(list(cpu)),
+            "realtime_factor": float(audio.sum() / (wall.sum() / 1000.0)),
+        }
+    return rows
+
+
+def round_trip(replies: list[str]) -> dict[str, Any]:
+    """Per voice: WER of the configured whisper on each reply's audio, at 16 kHz and through
+    8 kHz, with every hypothesis."""
+    transcriber = load_stt(CadenceConfig().models.stt, CadenceConfig().threads)
+    results: dict[str, Any] = {}
+    for voice, name in VOICES.items():
+        synthesizer = load_synthesizer(name)
+        wide, phone = [], []
+        for reply in replies:
+            audio = np.concatenate(
+                [
+                    pcm
+                    for phrase in PhraseSplitter().phrases(reply)
+                    for pcm in synthesizer.synthesize_blocking(phrase, varied=False)
+                ]
+            )
+            at_16k = resample(audio, synthesizer.sample_rate, 16000)
+            at_8k = resample(resample(audio, synthesizer.sample_rate, 8000), 8000, 16000)
+            wide.append(transcriber.transcribe_blocking(at_16k).text)
+            phone.append(transcriber.transcribe_blocking(at_8k).text)
+        results[voice] = {
+            "wer_16k": word_error_rate(replies, wide),
+            "wer_8k": word_error_rate(replies, phone),
+            "hypotheses_16k": wide,
+            "hypotheses_8k": phone,
+        }
+    return results
+
+
+def _ms(value: float | None) -> str:
+    return "–" if value is None else f"{value:.1f}"
+
+
+def render(report: dict[str, Any]) -> str:
+    lines = [
+        "# The embedded voices side by side\n",
+        f"Command: `{report['command']}`.  \nMachine: {report['machine']}.  \n"
+        f"{report['replies']} agent replies (`{REPLIES}`), {report['rounds']} rounds; the voices "
+        "take turns phrase by phrase, so both see the same load (the machine was shared).\n",
+        "## The first phrase alone\n",
+        "| voice | threads | first phrase ≤ words | wall p50 | wall p95 | CPU p50 | CPU p95 "
+        "| real-time factor |",
+        "|---|---:|---:|---:|---:|---:|---:|---:|",
+    ]
+    for row in report["first_phrase"].values():
+        lines.append(
+            f"| {row['voice']} | {row['threads']} | {row['max_words']} "
+            f"| {_ms(row['wall_ms']['p50'])} | {_ms(row['wall_ms']['p95'])} "
+            f"| {_ms(row['cpu_ms']['p50'])} | {_ms(row['cpu_ms']['p95'])} "
+            f"| {row['realtime_factor']:.0f}× |"
+        )
+    lines += [
+        "\nTimes in ms; CPU is the process's (every onnxruntime thread and the vocoder).\n",
+        "## Round trip through the project's STT\n",
+        "| voice | WER at 16 kHz | WER through 8 kHz |",
+        "|---|---:|---:|",
+    ]
+    for voice, row in report["round_trip"].items():
+        lines.append(f"| {voice} | {row['wer_16k']:.3f} | {row['wer_8k']:.3f} |")
+    lines.append("\nEvery hypothesis is in `report.json`.\n")
+    return "\n".join(lines)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--out", "-o", type=Path, required=True)
+    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--replies", type=Path, default=REPLIES)
+    parser.add_argument("--skip-round-trip", action="store_true")
+    args = parser.parse_args()
+    replies = [line.strip() for line in args.replies.read_text().splitlines() if line.strip()]
+    report: dict[str, Any] = {
+        "command": shlex.join(["python", "-m", "cadence.tooling.bench.tts_voices", *sys.argv[1:]]),
+        "machine": f"{os.cpu_count()} cores, load average {os.getloadavg()[0]:.1f} at start",
+        "replies": len(replies),
+        "rounds": args.rounds,
+        "first_phrase": first_phrase_costs(replies, args.rounds),
+        "round_trip": {} if args.skip_round_trip else round_trip(replies),
+    }
+    args.out.mkdir(parents=True, exist_ok=True)
+    (args.out / "report.json").write_text(json.dumps(report, indent=2))
+    (args.out / "report.md").write_text(render(report))
+    print(render(report))
+
+
+if __name__ == "__main__":
+    main()
