@@ -11,7 +11,11 @@ turns of the Schema-Guided Dialogue dev split):
   seeded (the same audio every run), decoded by the project's STT (the configured whisper)
   at 16 kHz and through a telephone's 8 kHz: WER against the text.
 
-Writes ``report.json`` and ``report.md`` into ``--out``.
+Writes ``report.json`` and ``report.md`` into ``--out``. With ``--loads DIR DIR …`` it
+compares instead the ``cadence loadtest`` runs in those directories (one per voice, every
+level's ``level-N.jsonl`` and ``.json``) into ``loads.md``: per level, the TTS first audio
+as issue 18 measured it (the reply's first text → its first audio, ahead of the end-of-turn
+decision or not), the caller's voice-to-voice and decision → sound, and the CPU per call.
 """
 
 from __future__ import annotations
@@ -119,6 +123,48 @@ def round_trip(replies: list[str]) -> dict[str, Any]:
     return results
 
 
+def _loads_row(directory: Path, level: Path) -> str:
+    traces = [json.loads(line) for line in level.read_text().splitlines() if line.strip()]
+    answered = [  # a withdrawn turn's reply was never heard: the caller went on
+        t
+        for t in traces
+        if "audio_heard_first" in t["events"] and not t["annotations"].get("withdrawn")
+    ]
+    tts = [
+        t["events"]["tts_first_audio"] - t["events"]["llm_first_emit"]
+        for t in answered
+        if "tts_first_audio" in t["events"] and "llm_first_emit" in t["events"]
+    ]
+    v2v = [t["latencies_ms"]["heard_voice_to_voice"] for t in answered]
+    sound = [t["events"]["audio_heard_first"] - t["events"]["endpoint"] for t in answered]
+    result = json.loads(level.with_suffix(".json").read_text())
+    cpu = result.get("cpu_s")
+    per_call = f"{cpu / result['calls']:.2f}" if cpu and result["calls"] else "–"
+    cells = [percentiles(values) for values in (tts, v2v, sound)]
+    return (
+        f"| {directory.name} | {result['sessions']} | {result['calls']} | {len(answered)} "
+        + "".join(f"| {_ms(c['p50'])} | {_ms(c['p95'])} " for c in cells)
+        + f"| {per_call} |"
+    )
+
+
+def render_loads(directories: list[Path]) -> str:
+    """Side by side, level by level, the load tests of ``directories``."""
+    levels = sorted(
+        {int(p.stem.split("-")[1]) for d in directories for p in d.glob("level-*.jsonl")}
+    )
+    lines = [
+        "| voice | calls at once | calls | turns answered | TTS first audio p50 | p95 "
+        "| voice-to-voice p50 | p95 | decision → sound p50 | p95 | CPU per call (s) |",
+        "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
+    ]
+    for level in levels:
+        for directory in directories:
+            if (path := directory / f"level-{level}.jsonl").exists():
+                lines.append(_loads_row(directory, path))
+    return "\n".join(lines) + "\n"
+
+
 def _ms(value: float | None) -> str:
     return "–" if value is None else f"{value:.1f}"
 
@@ -156,10 +202,16 @@ def render(report: dict[str, Any]) -> str:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--out", "-o", type=Path, required=True)
+    parser.add_argument("--loads", type=Path, nargs="+", help="compare these load-test runs")
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--replies", type=Path, default=REPLIES)
     parser.add_argument("--skip-round-trip", action="store_true")
     args = parser.parse_args()
+    if args.loads:
+        args.out.mkdir(parents=True, exist_ok=True)
+        (args.out / "loads.md").write_text(text := render_loads(args.loads))
+        print(text)
+        return
     replies = [line.strip() for line in args.replies.read_text().splitlines() if line.strip()]
     report: dict[str, Any] = {
         "command": shlex.join(["python", "-m", "cadence.tooling.bench.tts_voices", *sys.argv[1:]]),
