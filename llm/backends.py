@@ -12,6 +12,8 @@ from pathlib import Path
 import torch
 
 from cadence.core.clock import Clock
+from cadence.llm.adapted import is_adapter
+from cadence.llm.adapted_decoding import adapted_generators
 from cadence.llm.checkpoint import CheckpointError, load_model
 from cadence.llm.generator import (
     AutoregressiveTurnGenerator,
@@ -53,6 +55,8 @@ def local_generator_factory(config: LLMOptions) -> Callable[[Clock | None], Deco
     weights are only read while decoding, so the sessions' generators share them."""
     if Path(config.checkpoint).expanduser().is_dir():
         return open_weights_generators(config, _device(config.device))
+    if is_adapter(config.checkpoint):  # SmolLM2 with a Cadence adapter (llm/adapted.py)
+        return adapted_generators(config, _device(config.device))
     loaded = load_model(config.checkpoint)
     loaded.model.to(_device(config.device))
     wanted = "block_causal" if config.backend == "dllm" else "causal"

@@ -112,7 +112,7 @@ class ToolChatFormat:
             for turn, row in zip(turns, rows, strict=True)
         ]
 
-    def prompt(self, turns: Sequence[EncodedTurn], max_tokens: int) -> list[int]:
+    def prompt_ids(self, turns: Sequence[EncodedTurn], max_tokens: int) -> list[int]:
         """The system message, the latest of ``turns`` that fit ``max_tokens`` with it, and
         the start of the reply."""
         kept = list(turns)

