@@ -126,3 +126,14 @@ def test_the_container_file_passes_hadolint_and_runs_unprivileged() -> None:
     assert checked.returncode == 0, checked.stdout + checked.stderr
     assert containerfile_instruction("USER") not in (0, "0", "root")
     assert containerfile_instruction("ENTRYPOINT") == ["cadence", "serve"]
+
+
+def test_the_image_installs_what_the_makefile_installs_beside_the_dependencies() -> None:
+    # The wheels installed without their dependencies (SmolLM2's GGUF) are not in
+    # pyproject.toml's list, which the image installs from: the same pins in both places.
+    makefile = (DEPLOY.parent / "Makefile").read_text()
+    pins = dict(re.findall(r"^\w+ := ([\w-]+)==(\S+)$", makefile, re.M))
+    containerfile = (DEPLOY / "Containerfile").read_text()
+    installed = dict(re.findall(r"--no-deps ([\w-]+)==(\S+)", containerfile))
+    assert pins, "no pinned wheel in the Makefile"
+    assert installed == pins
