@@ -97,6 +97,7 @@ async def _run_level(
     minutes: float,
 ) -> tuple[list[TurnTrace], LevelResult]:
     variant = Variant(level_name(sessions), config)
+    await runner.ready(variant)  # the models load before the level, not in its minutes or CPU
     result = LevelResult(sessions=sessions, minutes=minutes)
     traces: list[TurnTrace] = []
     started = time.monotonic()

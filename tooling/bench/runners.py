@@ -132,6 +132,11 @@ class CallRunner(ABC):
     def calls_in_progress(self) -> int:
         return sum(len(server.calls) for server in self._servers.values())
 
+    async def ready(self, variant: Variant) -> None:
+        """Start ``variant``'s server now (its models loaded), so that what is measured
+        next does not include it."""
+        await self._server(variant)
+
     async def _server(self, variant: Variant) -> CadenceServer:
         key = variant.config.model_dump_json()
         if key not in self._servers:
