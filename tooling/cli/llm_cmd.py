@@ -215,6 +215,15 @@ def eval_lm_command(
     json_out: Path | None = typer.Option(None, "--json", help="Also write the report here."),
     dllm: str = typer.Option("embedded:dllm", "--dllm", help="Diffusion checkpoint."),
     ar: str = typer.Option("embedded:ar", "--ar", help="AR baseline checkpoint."),
+    adapted: list[str] = typer.Option(
+        [],
+        "--adapted",
+        help="NAME=ADAPTER, repeatable: SmolLM2 with an adapter as well (e.g. "
+        "smollm2-ar=embedded:smollm2-ar smollm2-dllm=embedded:smollm2-dllm).",
+    ),
+    embedded: bool = typer.Option(
+        True, "--embedded/--no-embedded", help="Also measure --dllm and --ar."
+    ),
     threads: int = typer.Option(2, "--threads", help="Torch CPU threads."),
     threshold: float | None = typer.Option(
         None, "--threshold", help="Override models.llm.confidence_threshold (τ)."
@@ -268,13 +277,28 @@ def eval_lm_command(
         TimeElapsedColumn(),
         console=Console(stderr=True),
     ) as bar:
-        for name, checkpoint in (("dllm", dllm), ("ar", ar)):
+        for name, checkpoint in (("dllm", dllm), ("ar", ar)) if embedded else ():
             task = bar.add_task(name, total=replies)
             reports.append(
                 evaluate_backend(
                     name,
                     checkpoint,
                     load_model(checkpoint),
+                    options,
+                    chosen,
+                    on_reply=partial(bar.advance, task),
+                    lexicon=lexicon,
+                )
+            )
+        for spec in adapted:
+            from cadence.tooling.training.adapted_evaluation import evaluate_adapted
+
+            name, _, checkpoint = spec.partition("=")
+            task = bar.add_task(name, total=replies)
+            reports.append(
+                evaluate_adapted(
+                    name,
+                    checkpoint or name,
                     options,
                     chosen,
                     on_reply=partial(bar.advance, task),

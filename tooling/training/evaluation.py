@@ -15,9 +15,9 @@ from __future__ import annotations
 import math
 import random
 import statistics
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import asdict, dataclass
-from typing import Any
+from typing import Any, Protocol
 
 import sacrebleu
 import torch
@@ -28,7 +28,8 @@ from cadence.llm.block_diffusion import BlockDiffusionDecoder
 from cadence.llm.checkpoint import LoadedModel
 from cadence.llm.decoding import ReplyStats
 from cadence.llm.dialogue import Turn
-from cadence.llm.generator import GeneratorOptions
+from cadence.llm.emission import ReplyPiece
+from cadence.llm.generator import GeneratorOptions, PromptFormat
 from cadence.llm.result_slots import ReplyFacts
 from cadence.pipeline.tools.sgd_services import packaged_catalogue
 from cadence.tooling.training.corpus import Dialogue
@@ -112,6 +113,38 @@ def evaluate_backend(
     """Generate every agent turn of ``dialogues`` and measure it (see module docstring);
     ``lexicon``: the entities a reply must not invent (``entity_lexicon``)."""
     clock = MonotonicClock()
+    return measure_replies(
+        backend,
+        checkpoint,
+        lambda: _decoder(loaded, options, clock),
+        loaded.format,
+        options,
+        dialogues,
+        calls=loaded.tokenizer.knows_tools,
+        diffusion=loaded.model.config.attention == "block_causal",
+        nll=lambda: validation_nll(loaded, dialogues),
+        on_reply=on_reply,
+        lexicon=lexicon,
+    )
+
+
+def measure_replies(
+    backend: str,
+    checkpoint: str,
+    new_decoder: Callable[[], _Decoder],
+    fmt: PromptFormat,
+    options: GeneratorOptions,
+    dialogues: Sequence[Dialogue],
+    *,
+    calls: bool,
+    diffusion: bool,
+    nll: Callable[[], float],
+    on_reply: Callable[[], None] | None = None,
+    lexicon: frozenset[str] = frozenset(),
+) -> BackendReport:
+    """:func:`evaluate_backend` for any local model: ``new_decoder`` makes a decoder with a
+    fresh cache (one per dialogue, as a call has), ``fmt`` builds its prompts, ``calls``
+    whether it may call tools, ``nll`` its validation NLL per agent token."""
     hypotheses: list[str] = []
     references: list[str] = []
     stats_list: list[ReplyStats] = []
@@ -119,21 +152,18 @@ def evaluate_backend(
     tally = ToolUseTally()
     catalogue = packaged_catalogue()
     lane: dict[str, list[bool]] = {}
-    calls = loaded.tokenizer.knows_tools
 
     def prompt(history: Sequence[Turn]) -> list[int]:
-        return loaded.format.prompt(history, options.history_turns, options.max_context_tokens)
+        return fmt.prompt(history, options.history_turns, options.max_context_tokens)
 
-    _generate(
-        _decoder(loaded, options, clock), prompt(dialogues[0].turns[:1]), calls, ReplyFacts()
-    )  # warm-up
+    _generate(new_decoder(), prompt(dialogues[0].turns[:1]), calls, ReplyFacts())  # warm-up
     for dialogue in dialogues:
-        decoder = _decoder(loaded, options, clock)
+        decoder = new_decoder()
         for index, turn in enumerate(dialogue.turns):
             if turn.speaker != "agent" or (turn.tool_calls and not calls):
                 continue
             history = dialogue.turns[:index]
-            facts = loaded.format.reply_facts(history)
+            facts = fmt.reply_facts(history)
             stats = _generate(decoder, prompt(history), calls, facts)
             stats_list.append(stats)
             if turn.tool_calls:
@@ -164,15 +194,15 @@ def evaluate_backend(
     whole = [s.end_ms - s.start_ms for s in stats_list]
     tokens = [len(s.token_ids) for s in stats_list]
     steps = [sum(s.steps_per_block) for s in stats_list]
-    is_diffusion = loaded.model.config.attention == "block_causal"
+    is_diffusion = diffusion
     blocks = [n for s in stats_list for n in s.steps_per_block]
-    nll = validation_nll(loaded, dialogues)
+    nll_per_token = nll()
     return BackendReport(
         backend=backend,
         checkpoint=checkpoint,
         replies=len(stats_list),
-        nll_per_token=nll,
-        perplexity=math.exp(nll),
+        nll_per_token=nll_per_token,
+        perplexity=math.exp(nll_per_token),
         bleu=sacrebleu.corpus_bleu(hypotheses, [references]).score,
         first_piece_ms_p50=_percentile(first, 50),
         first_piece_ms_p95=_percentile(first, 95),
@@ -205,8 +235,19 @@ def _decoder(
     return kind(loaded.model, loaded.format, options.decoding, clock)
 
 
+class _Decoder(Protocol):
+    def decode(
+        self,
+        prompt: list[int],
+        stats: ReplyStats | None = None,
+        *,
+        calls: bool = False,
+        facts: ReplyFacts | None = None,
+    ) -> Iterator[ReplyPiece]: ...
+
+
 def _generate(
-    decoder: BlockDiffusionDecoder | AutoregressiveDecoder,
+    decoder: _Decoder,
     prompt: list[int],
     calls: bool,
     facts: ReplyFacts,
