@@ -93,9 +93,11 @@ def _exists(image: str) -> bool:
     return subprocess.run([PODMAN, "image", "exists", image], check=False).returncode == 0
 
 
-def host_pip(workdir: Path) -> tuple[list[str], str]:
-    """The ``podman build`` options that give pip in the build this machine's pip setup, and
-    the index to take torch from (the setup's ``index-url``, PyPI's if it sets none)."""
+def host_pip(workdir: Path) -> list[str]:
+    """The ``podman build`` options that give pip in the build this machine's pip setup —
+    and, if that setup names an index of its own, torch's index too (else the Containerfile's
+    default, PyTorch's CPU index, stays: where it cannot be reached, as here, pip finds the
+    CPU wheel in the setup's wheel folder after a few retries)."""
     listed = subprocess.run(
         [sys.executable, "-m", "pip", "config", "list"],
         capture_output=True,
@@ -122,7 +124,9 @@ def host_pip(workdir: Path) -> tuple[list[str], str]:
         folder = Path(path).parent if Path(path).name == "simple" else Path(path)
         if folder.exists():
             mounts += ["-v", f"{folder}:{folder}:ro"]
-    return mounts, settings.get("index-url", "https://pypi.org/simple")
+    if (index := settings.get("index-url")) is not None:
+        mounts += ["--build-arg", f"TORCH_INDEX={index}"]
+    return mounts
 
 
 def build_image(workdir: Path, log: Path, timeout_s: float) -> None:
@@ -136,7 +140,7 @@ def build_image(workdir: Path, log: Path, timeout_s: float) -> None:
 
 
 def _build(workdir: Path, log: Path, target: list[str], timeout_s: float) -> None:
-    mounts, torch_index = host_pip(workdir)
+    mounts = host_pip(workdir)
     args = [
         "build",
         *RUNTIME,
@@ -145,8 +149,6 @@ def _build(workdir: Path, log: Path, target: list[str], timeout_s: float) -> Non
         *mounts,
         "--build-arg",
         f"BASE_IMAGE={BASE_IMAGE}",
-        "--build-arg",
-        f"TORCH_INDEX={torch_index}",
         "-f",
         str(ROOT / "deploy" / "Containerfile"),
         *target,
