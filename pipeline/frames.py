@@ -247,6 +247,9 @@ class TurnCommittedFrame(ControlFrame):
     (a request to repeat)."""
     wait_ms: float = 0.0
     """Silence after ``speech_end_ms`` the engine waited for, by that P."""
+    scored_ms: float = 0.0
+    """How long the final transcript waited for its P: zero when the transcripts before it had
+    it computed already (the language model, docs/end-of-turn.md)."""
 
 
 @dataclass(frozen=True, kw_only=True, eq=False)

@@ -135,6 +135,7 @@ class _ReplyAttempt:
     the model should see."""
     end_of_turn_p: float | None = None
     wait_ms: float = 0.0
+    scored_ms: float = 0.0
     in_flight: dict[str, _InFlight] = field(default_factory=dict)
     acted: bool = False
     """A tool that acts ran for it: the reply is part of the conversation now, heard or not."""
@@ -289,7 +290,9 @@ class TurnStage(Stage):
         end of speech — at once if it has — unless the caller speaks first (``_on_speech``)."""
         text = reply.user_text
         agent_text = self._agent_text()
+        asked_ms = self._clock.now_ms()
         reply.end_of_turn_p = await self._end_of_turn.probability(text, agent_text=agent_text)
+        reply.scored_ms = self._clock.now_ms() - asked_ms
         reply.wait_ms = self._end_of_turn.wait_ms(reply.end_of_turn_p)
         due_ms = self._speech_end_ms + reply.wait_ms
         if due_ms > self._clock.now_ms():
@@ -456,6 +459,7 @@ class TurnStage(Stage):
                 transcript_at_ms=reply.transcript_at_ms,
                 end_of_turn_p=reply.end_of_turn_p,
                 wait_ms=reply.wait_ms,
+                scored_ms=reply.scored_ms,
             )
         )
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 from enum import StrEnum
 
@@ -50,7 +51,34 @@ STAGE_LATENCIES: tuple[DerivedLatency, ...] = (
     DerivedLatency("transport", AnchorEvent.TTS_FIRST_AUDIO, AnchorEvent.AUDIO_OUT_FIRST),
 )
 """The server's stages of a turn in the order they happen; together they sum to
-``voice_to_voice``."""
+``voice_to_voice``. Each is measured along the caller's wait (:func:`stage_latencies_ms`)."""
+
+
+def stage_latencies_ms(events: Mapping[AnchorEvent, float]) -> dict[str, float | None]:
+    """How long the caller waited on each stage: from the later of its start anchor and the
+    moment the stages before it were done, to its end — zero for work done ahead of that.
+
+    Preemptive work makes a plain ``end − start`` misleading: a reply whose audio was ready
+    during the caller's pause, held while the end of turn was decided, would count that hold
+    as *transport* (and the transcript and text decoded ahead as negative time). Along the
+    wait, the hold is the end-of-turn decision's (``endpoint``), later stages count only what
+    came after it, and the five still add up to ``voice_to_voice`` exactly. The first stage
+    keeps its sign: a commit before the true end of speech is a talk-over, not zero."""
+    out: dict[str, float | None] = {}
+    done: float | None = None
+    for latency in STAGE_LATENCIES:
+        start, end = events.get(latency.start), events.get(latency.end)
+        if start is None or end is None:
+            out[latency.name] = None
+            continue
+        if done is None:
+            out[latency.name], done = end - start, end
+            continue
+        begin = max(start, done)
+        out[latency.name] = max(end - begin, 0.0)
+        done = max(begin, end)
+    return out
+
 
 PLAYBACK = DerivedLatency("playback", AnchorEvent.AUDIO_OUT_FIRST, AnchorEvent.AUDIO_HEARD_FIRST)
 """From the server's first frame to the caller's first audible sound: the network, the

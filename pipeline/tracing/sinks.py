@@ -145,7 +145,10 @@ class OTelTraceSink:
                     latency.name,
                     context=turn_context,
                     start_time=self._to_wall(min(start, end)),
-                    attributes={"cadence.latency_ms": end - start, "cadence.discarded": False},
+                    attributes={
+                        "cadence.latency_ms": turn.latencies_ms[latency.name] or 0.0,
+                        "cadence.discarded": False,
+                    },
                 ).end(end_time=self._to_wall(max(start, end)))
         for work in turn.discarded:
             self._tracer.start_span(

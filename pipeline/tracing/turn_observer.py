@@ -142,6 +142,7 @@ class TurnTraceObserver:
         if frame.end_of_turn_p is not None:
             tracer.annotate("end_of_turn_p", round(frame.end_of_turn_p, 4))
             tracer.annotate("end_of_turn_wait_ms", round(frame.wait_ms, 1))
+            tracer.annotate("end_of_turn_scored_ms", round(frame.scored_ms, 1))
         for event, at_ms in reply.events.items():
             tracer.mark(event, at_ms)
         for record in reply.tools:

@@ -11,7 +11,7 @@ from typing import Final, Literal
 from pydantic import BaseModel, ConfigDict, Field, computed_field
 
 from cadence.pipeline.frames import ToolOutcome
-from cadence.pipeline.tracing.anchors import ALL_LATENCIES, AnchorEvent
+from cadence.pipeline.tracing.anchors import ALL_LATENCIES, AnchorEvent, stage_latencies_ms
 
 SCHEMA_ID: Final = "cadence.turn/1"
 
@@ -70,9 +70,12 @@ class TurnTrace(BaseModel):
     @property
     def latencies_ms(self) -> dict[str, float | None]:
         """Derived latencies (docs/trace-schema.md); ``None`` where an anchor is missing."""
+        stages = stage_latencies_ms(self.events)
         return {
             latency.name: (
-                self.events[latency.end] - self.events[latency.start]
+                stages[latency.name]
+                if latency.name in stages
+                else self.events[latency.end] - self.events[latency.start]
                 if latency.start in self.events and latency.end in self.events
                 else None
             )

@@ -7,6 +7,9 @@ turns of the Schema-Guided Dialogue dev split):
 * **First phrase**: the reply's first phrase as the splitter cuts it at 3, 4 and 6 words at
   most, synthesized alone: wall time and the process's CPU time (nothing else runs in it).
   The voices take turns phrase by phrase, so both see the same load on a shared machine.
+* **Through the TTS stage**: each reply streamed into the real ``TTSStage`` word by word at
+  once, the ms to its first audio frame (``cadence bench-voice``'s TTS figure) — the TTS first
+  audio of a call without the generator's time; the voices take turns reply set by reply set.
 * **Round trip**: every reply, phrase by phrase as the TTS stage speaks it, the voice's noise
   seeded (the same audio every run), decoded by the project's STT (the configured whisper)
   at 16 kHz and through a telephone's 8 kHz: WER against the text.
@@ -21,6 +24,7 @@ decision or not), the caller's voice-to-voice and decision → sound, and the CP
 from __future__ import annotations
 
 import argparse
+import asyncio
 import json
 import os
 import shlex
@@ -34,6 +38,7 @@ import numpy as np
 from cadence.pipeline.config import CadenceConfig
 from cadence.pipeline.model_loading import load_stt
 from cadence.tooling.bench.stats import percentiles
+from cadence.tooling.bench.voice_bench import measure_tts_first_audio
 from cadence.voice.audio import resample
 from cadence.voice.stt import word_error_rate
 from cadence.voice.tts import PhraseSplitter, Synthesizer, load_synthesizer
@@ -92,6 +97,16 @@ def first_phrase_costs(replies: list[str], rounds: int) -> dict[str, Any]:
             "realtime_factor": float(audio.sum() / (wall.sum() / 1000.0)),
         }
     return rows
+
+
+def stage_first_audio(replies: list[str], rounds: int) -> dict[str, Any]:
+    """Per voice (its default threads): the TTS stage's first audio of each reply."""
+    samples: dict[str, list[float]] = {voice: [] for voice in VOICES}
+    for _ in range(rounds):
+        for voice, name in VOICES.items():
+            config = CadenceConfig(models={"tts": {"voice": name}})
+            samples[voice] += asyncio.run(measure_tts_first_audio(replies, config))
+    return {voice: percentiles(values) for voice, values in samples.items()}
 
 
 def round_trip(replies: list[str]) -> dict[str, Any]:
@@ -189,6 +204,16 @@ def render(report: dict[str, Any]) -> str:
         )
     lines += [
         "\nTimes in ms; CPU is the process's (every onnxruntime thread and the vocoder).\n",
+        "## Through the TTS stage\n",
+        "Each reply streamed into the TTS stage word by word, at once: ms to its first audio "
+        "(the voice's default threads).\n",
+        "| voice | first audio p50 | p95 | p99 |",
+        "|---|---:|---:|---:|",
+        *(
+            f"| {voice} | {_ms(row['p50'])} | {_ms(row['p95'])} | {_ms(row['p99'])} |"
+            for voice, row in report["stage_first_audio"].items()
+        ),
+        "",
         "## Round trip through the project's STT\n",
         "| voice | WER at 16 kHz | WER through 8 kHz |",
         "|---|---:|---:|",
@@ -219,6 +244,7 @@ def main() -> None:
         "replies": len(replies),
         "rounds": args.rounds,
         "first_phrase": first_phrase_costs(replies, args.rounds),
+        "stage_first_audio": stage_first_audio(replies, args.rounds),
         "round_trip": {} if args.skip_round_trip else round_trip(replies),
     }
     args.out.mkdir(parents=True, exist_ok=True)

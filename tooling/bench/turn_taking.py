@@ -29,6 +29,7 @@ same traces beside them):
 
 from __future__ import annotations
 
+import hashlib
 import json
 from collections import Counter
 from collections.abc import Callable, Iterable, Mapping, Sequence
@@ -40,8 +41,9 @@ import numpy as np
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 
+from cadence.llm.pretrained import PretrainedModelError
 from cadence.pipeline.config import CadenceConfig, EndOfTurnConfig
-from cadence.pipeline.model_loading import load_stt
+from cadence.pipeline.model_loading import load_stt, load_turn_end_model
 from cadence.pipeline.tracing import (
     ANSWERED_IN_TIME,
     AnchorEvent,
@@ -448,32 +450,71 @@ def text_model_accuracy(
 # ---------------------------------------------------------------------------------- together
 
 
+@dataclass(frozen=True)
+class Scorer:
+    """An end-of-turn model as the offline report uses it: P(complete) of a transcript (no
+    agent turn: the clips answer nothing), and the threshold its accuracy is counted at."""
+
+    score: Callable[[str], float]
+    threshold: float
+
+
 def offline_report(
     clips: Sequence[TurnClip],
     config: CadenceConfig,
     *,
     telephone: bool,
-    model: TextEndOfTurnModel | None,
-) -> tuple[dict[str, Any], dict[str, Any] | None]:
-    """The trade-off and the text model's accuracy for one audio path (16 kHz in process, or
-    the phone line), with the configured transcriber — the real whisper."""
+    scorers: Mapping[str, Scorer],
+) -> dict[str, tuple[dict[str, Any], dict[str, Any] | None]]:
+    """For each model of ``scorers`` (none: the fixed wait alone), the trade-off and the
+    model's accuracy on one audio path (16 kHz in process, or the phone line), with the
+    configured transcriber — the real whisper, each distinct audio decoded once for all."""
     transcriber = load_stt(config.models.stt, config.threads)
+    decoded: dict[bytes, str] = {}
 
     def transcribe(pcm: PCM16) -> str:
-        return transcriber.transcribe_blocking(pcm).text
+        key = hashlib.sha1(pcm.tobytes()).digest()
+        if key not in decoded:
+            decoded[key] = transcriber.transcribe_blocking(pcm).text
+        return decoded[key]
 
-    score = None if model is None else (lambda text: model.score(text))
-    cases, complete, prefixes = offline_cases(clips, transcribe, score, telephone=telephone)
-    complete_p = None if model is None else [h.p or 0.0 for h in complete]
-    figures = tradeoff_figures(cases, complete_p, config.turn.end_of_turn)
-    figures["cases"] = [asdict(c) for c in cases]
-    figures["heard_complete"] = [asdict(h) for h in complete]
-    figures["heard_prefixes"] = [asdict(h) for h in prefixes]
-    accuracy = None
-    if model is not None:
-        references = [c.clip.text for c in clips if c.kind == "complete"]
-        accuracy = text_model_accuracy(model.score, model.threshold, references, complete, prefixes)
-    return figures, accuracy
+    out: dict[str, tuple[dict[str, Any], dict[str, Any] | None]] = {}
+    runs: list[tuple[str, Scorer | None]] = [*scorers.items()] or [("no", None)]
+    for name, scorer in runs:
+        score = None if scorer is None else scorer.score
+        cases, complete, prefixes = offline_cases(clips, transcribe, score, telephone=telephone)
+        complete_p = None if scorer is None else [h.p or 0.0 for h in complete]
+        figures = tradeoff_figures(cases, complete_p, config.turn.end_of_turn)
+        figures["cases"] = [asdict(c) for c in cases]
+        figures["heard_complete"] = [asdict(h) for h in complete]
+        figures["heard_prefixes"] = [asdict(h) for h in prefixes]
+        accuracy = None
+        if scorer is not None:
+            references = [c.clip.text for c in clips if c.kind == "complete"]
+            accuracy = text_model_accuracy(
+                scorer.score, scorer.threshold, references, complete, prefixes
+            )
+        out[name] = (figures, accuracy)
+    return out
+
+
+def end_of_turn_scorers(config: CadenceConfig) -> tuple[dict[str, Scorer], dict[str, str]]:
+    """The language model and the text model, side by side, each at its own threshold — and
+    why a model is missing, when one is."""
+    scorers: dict[str, Scorer] = {}
+    errors: dict[str, str] = {}
+    try:
+        lm = load_turn_end_model(config.models.lm)
+        session = lm.session()
+        scorers["lm"] = Scorer(lambda text: session.probability(text), lm.calibration.threshold)
+    except PretrainedModelError as exc:
+        errors["lm"] = str(exc)
+    text_model, error = load_text_model()
+    if text_model is not None:
+        scorers["text"] = Scorer(lambda text: text_model.score(text), text_model.threshold)
+    if error is not None:
+        errors["text"] = error
+    return scorers, errors
 
 
 def load_text_model() -> tuple[TextEndOfTurnModel | None, str | None]:
@@ -626,9 +667,8 @@ def render_markdown(report: Mapping[str, Any]) -> str:
                     )
                 lines.append("")
         lines += [f"![trade-off]({PLOT_FILE})", ""]
-    model = report.get("text_model")
-    if model:
-        lines += ["## The text model outside its training domains", ""]
+    for name, model in _models(report).items():
+        lines += [f"## The {name} model outside its training domains", ""]
         if model.get("error"):
             lines += [f"Not measured: {model['error']}", ""]
         for audio, acc in model.get("accuracy", {}).items():
@@ -638,11 +678,11 @@ def render_markdown(report: Mapping[str, Any]) -> str:
                 "| set | label | utterances | right | accuracy |",
                 "|---|---|---|---|---|",
             ]
-            for name, row in acc.items():
-                if name == "threshold":
+            for set_name, row in acc.items():
+                if set_name == "threshold":
                     continue
                 lines.append(
-                    f"| {name} | {row['label']} | {row['count']} | {row['right']} | "
+                    f"| {set_name} | {row['label']} | {row['count']} | {row['right']} | "
                     f"{_pct(row['accuracy'])} |"
                 )
             lines.append("")
@@ -653,6 +693,14 @@ def render_markdown(report: Mapping[str, Any]) -> str:
                 "",
             ]
     return "\n".join(lines)
+
+
+def _models(report: Mapping[str, Any]) -> dict[str, Mapping[str, Any]]:
+    """The end-of-turn models the report measured (reports before the language model have the
+    text model alone, as ``text_model``)."""
+    if "end_of_turn_models" in report:
+        return dict(report["end_of_turn_models"])
+    return {"text": report["text_model"]} if report.get("text_model") else {}
 
 
 def tradeoff_plot(tradeoff: Mapping[str, Any]) -> Figure:
@@ -681,7 +729,7 @@ def tradeoff_plot(tradeoff: Mapping[str, Any]) -> Figure:
                     ys,
                     styles[scope],
                     color=colors[rule],
-                    alpha=1.0 - 0.35 * number,
+                    alpha=max(0.3, 1.0 - 0.2 * number),
                     label=label,
                 )
                 drawn = True

@@ -50,6 +50,7 @@ from cadence.tooling.bench.turn_bench import (
 from cadence.tooling.bench.turn_taking import (
     MARKDOWN_FILE,
     SCHEMA,
+    end_of_turn_scorers,
     live_figures,
     load_text_model,
     offline_report,
@@ -316,23 +317,28 @@ def bench_turns(
         section["false_interruptions_summary"] = summarize_interruptions(results)
         section["question"] = chosen[0].id
     if offline:
-        model, error = load_text_model()
-        report["text_model"] = {
-            "error": error,
-            "threshold": None if model is None else model.threshold,
-            "recorded": recorded_metrics(model),
-            "accuracy": {},
+        scorers, errors = end_of_turn_scorers(settings)
+        report["end_of_turn_models"] = {
+            name: {
+                "error": errors.get(name),
+                "threshold": scorers[name].threshold if name in scorers else None,
+                "accuracy": {},
+            }
+            for name in ("lm", "text")
         }
+        text_model, _ = load_text_model()
+        report["end_of_turn_models"]["text"]["recorded"] = recorded_metrics(text_model)
         report["tradeoff"] = {}
         paths = [("16 kHz", False)] + (
             [("8 kHz phone line", True)] if "twilio" in transports else []
         )
         for name, telephone in paths:
-            err.print(f"offline: whisper and the text model on {name}", highlight=False)
-            figures, accuracy = offline_report(clips, settings, telephone=telephone, model=model)
-            report["tradeoff"][name] = figures
-            if accuracy is not None:
-                report["text_model"]["accuracy"][name] = accuracy
+            err.print(f"offline: whisper and the end-of-turn models on {name}", highlight=False)
+            by_model = offline_report(clips, settings, telephone=telephone, scorers=scorers)
+            for model, (figures, accuracy) in by_model.items():
+                report["tradeoff"][f"{name}, {model} model"] = figures
+                if accuracy is not None:
+                    report["end_of_turn_models"][model]["accuracy"][name] = accuracy
     write_turn_taking(report, out)
     Console().print((out / MARKDOWN_FILE).read_text(), markup=False, highlight=False)
 

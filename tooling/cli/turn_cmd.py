@@ -66,8 +66,9 @@ def _scorer(settings: CadenceConfig, weights: Path | None) -> Callable[[str, str
         text_model = TextEndOfTurnModel.load(weights)
         return lambda text, agent: text_model.score(text, agent_text=agent)
     if model == "lm":
-        from cadence.pipeline.model_loading import load_turn_end_model
+        from cadence.pipeline.model_loading import apply_thread_budget, load_turn_end_model
 
+        apply_thread_budget(settings.threads)  # one thread: a second one only waits (cpu_linear)
         session = load_turn_end_model(settings.models.lm).session()
         return session.probability
     detector = EndOfTurnDetector(settings.turn.end_of_turn)
@@ -161,15 +162,19 @@ def calibrate_turn_lm(
         400, "--max-dialogues", help="The first N dialogues of each corpus."
     ),
     threshold: float = typer.Option(0.9, "--threshold", help="P(complete) reported at."),
+    cache_dir: Path | None = typer.Option(
+        None, "--cache-dir", help="Keep the raw scores here, to refit without rescoring."
+    ),
     config: Path | None = CONFIG_OPTION,
 ) -> None:
     """Fit the language model's end-of-turn calibration on a dialogue corpus; report both."""
-    from cadence.pipeline.model_loading import load_turn_end_model
+    from cadence.pipeline.model_loading import apply_thread_budget, load_turn_end_model
     from cadence.tooling.training.turn_end_lm import CalibrationRun
     from cadence.tooling.training.turn_end_lm import calibrate_turn_lm as calibrate
 
     err = Console(stderr=True, soft_wrap=True)
     settings = load_config_or_exit(config)
+    apply_thread_budget(settings.threads)
     model = load_turn_end_model(settings.models.lm)
     run = CalibrationRun(
         validation=_corpus_path(data, validation),
@@ -178,6 +183,7 @@ def calibrate_turn_lm(
         metrics=metrics,
         max_dialogues=max_dialogues,
         threshold=threshold,
+        cache_dir=cache_dir,
     )
     calibrate(model, run, lambda line: err.print(line, highlight=False, markup=False))
     typer.echo(str(out))

@@ -77,6 +77,48 @@ def attach_lora(model: nn.Module, rank: int, alpha: float, seed: int) -> None:
                 setattr(module, target, LoRALinear(child, rank, alpha, generator))
     if not any(True for _ in lora_modules(model)):
         raise ValueError("no projection to adapt: not a Llama network")
+    attach_token_rows(model)
+
+
+ROWS = (CALL_ID, MASK_ID)
+"""Tokens whose embedding row (the output row too: the head is tied) an adapter changes."""
+ROWS_NAME = "model.embed_tokens.rows"
+"""The file's tensor of those rows' changes, ``[len(ROWS), hidden]``."""
+
+
+class TokenRows(nn.Module):
+    """Trainable changes of the embedding rows of :data:`ROWS`, on the input and the tied
+    output alike. Why: the call and mask tokens are unused control tokens whose rows
+    pretraining left near the other unused ones'; a LoRA on the projections cannot make the
+    model write the call token rather than ``<gh_stars>`` (the first run's adapter did not),
+    nor give the mask a meaning of its own. Applied by hooks, so the network keeps its
+    modules and names."""
+
+    def __init__(self, width: int, device: torch.device) -> None:
+        super().__init__()
+        self.delta = nn.Parameter(torch.zeros(len(ROWS), width, device=device))
+
+    def on_embedding(self, module: nn.Module, inputs: Any, output: torch.Tensor) -> torch.Tensor:
+        ids = inputs[0]
+        for index, row in enumerate(ROWS):
+            output = output + (ids == row)[..., None].to(output.dtype) * self.delta[index].to(
+                output.dtype
+            )
+        return output
+
+    def on_head(self, module: nn.Module, inputs: Any, output: torch.Tensor) -> torch.Tensor:
+        extra = inputs[0] @ self.delta.to(inputs[0].dtype).T
+        return output.index_add(-1, torch.tensor(ROWS, device=output.device), extra)
+
+
+def attach_token_rows(model: nn.Module) -> None:
+    """Give ``model`` (a transformers Llama with tied embeddings) a :class:`TokenRows`."""
+    inner: Any = model
+    embedding = inner.model.embed_tokens
+    rows = TokenRows(embedding.weight.shape[1], embedding.weight.device)
+    inner.token_rows = rows
+    embedding.register_forward_hook(rows.on_embedding)
+    inner.lm_head.register_forward_hook(rows.on_head)
 
 
 def lora_modules(model: nn.Module) -> Iterator[tuple[str, LoRALinear]]:
@@ -92,12 +134,22 @@ def lora_state(model: nn.Module) -> dict[str, torch.Tensor]:
     for name, module in lora_modules(model):
         state[f"{name}.lora_A"] = module.lora_A.detach().float().cpu().clone()
         state[f"{name}.lora_B"] = module.lora_B.detach().float().cpu().clone()
+    rows: Any = getattr(model, "token_rows", None)
+    if rows is not None:
+        state[ROWS_NAME] = rows.delta.detach().float().cpu().clone()
     return state
 
 
 def load_lora_state(model: nn.Module, state: dict[str, torch.Tensor]) -> None:
-    """Set the adapter's tensors from ``state`` (a missing or extra name fails, naming it)."""
+    """Set the adapter's tensors from ``state`` (a missing or extra name fails, naming it;
+    the token rows, which the first adapters lacked, count as unchanged when missing)."""
     modules = dict(lora_modules(model))
+    rows: Any = getattr(model, "token_rows", None)
+    state = dict(state)
+    delta = state.pop(ROWS_NAME, None)
+    if rows is not None:
+        with torch.no_grad():
+            rows.delta.copy_(torch.zeros_like(rows.delta) if delta is None else delta)
     wanted = {f"{n}.lora_{p}" for n in modules for p in "AB"}
     if set(state) != wanted:
         missing, extra = sorted(wanted - set(state)), sorted(set(state) - wanted)

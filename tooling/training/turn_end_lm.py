@@ -28,6 +28,7 @@ import numpy as np
 import numpy.typing as npt
 
 from cadence.llm.pretrained import TurnEndModel
+from cadence.tooling.bench.paused_clips import UNFINISHED, normalised
 from cadence.tooling.bench.stats import auc
 from cadence.tooling.training.end_of_turn import UserTurn, user_turns, whole_turns
 from cadence.voice.turn.features import words_of
@@ -42,7 +43,9 @@ class LMExample:
     label: int
     """1: complete, 0: incomplete."""
     kind: str
-    """``complete``, ``mid`` (cut mid-sentence), ``sentence_end`` or ``whole_turn``."""
+    """``complete``, ``mid`` (cut mid-sentence), ``sentence_end`` or ``whole_turn``. Of the
+    ``mid`` cuts, those after a word no English sentence ends on ("the", "to", "for": the
+    turn-taking bench's list) are *clearly unfinished* in the figures."""
 
 
 def lm_examples(
@@ -69,11 +72,28 @@ def lm_examples(
     return examples
 
 
-def raw_scores(model: TurnEndModel, examples: Sequence[LMExample]) -> npt.NDArray[np.float64]:
+def raw_scores(
+    model: TurnEndModel, examples: Sequence[LMExample], cache: Path | None = None
+) -> npt.NDArray[np.float64]:
     """The model's uncalibrated P(end) of each example, through one call's session (the cache
-    reused between examples that share a context, as in a call)."""
+    reused between examples that share a context, as in a call) — or read back from
+    ``cache``, written by an earlier run on the same examples (they are seeded)."""
+    if cache is not None and cache.is_file():
+        stored = np.load(cache)
+        if len(stored) == len(examples):
+            out: npt.NDArray[np.float64] = stored
+            return out
     session = model.session()
-    return np.asarray([session.p_end(e.text, e.agent) for e in examples], np.float64)
+    scores = np.asarray([session.p_end(e.text, e.agent) for e in examples], np.float64)
+    if cache is not None:
+        cache.parent.mkdir(parents=True, exist_ok=True)
+        np.save(cache, scores)
+    return scores
+
+
+def _progress(examples: int, seconds: float) -> str:
+    each = 1000 * seconds / max(examples, 1)
+    return f"{examples} examples scored in {seconds:.0f} s ({each:.0f} ms each)"
 
 
 def _logit(p: npt.NDArray[np.float64]) -> npt.NDArray[np.float64]:
@@ -82,23 +102,58 @@ def _logit(p: npt.NDArray[np.float64]) -> npt.NDArray[np.float64]:
     return out
 
 
+def _sigmoid(z: npt.NDArray[np.float64]) -> npt.NDArray[np.float64]:
+    out: npt.NDArray[np.float64] = 0.5 * (1.0 + np.tanh(0.5 * z))  # never overflows
+    return out
+
+
 def fit_calibration(
     p_end: npt.NDArray[np.float64], labels: npt.NDArray[np.int64]
 ) -> tuple[float, float]:
-    """(a, b) of σ(a · logit(p) + b) by Newton's method on the class-balanced log loss."""
+    """(a, b) of σ(a · logit(p) + b), by Newton's method with backtracking on the
+    class-balanced log loss (a little ridge keeps a separable set finite)."""
     x, y = _logit(p_end), labels.astype(np.float64)
     weights = np.where(y == 1, 0.5 / max(y.sum(), 1), 0.5 / max((1 - y).sum(), 1))
-    a, b = 1.0, 0.0
-    for _ in range(50):
-        q = 1 / (1 + np.exp(-(a * x + b)))
+    ridge = 1e-4
+
+    def loss(params: npt.NDArray[np.float64]) -> float:
+        z = params[0] * x + params[1]
+        return float(np.sum(weights * (np.logaddexp(0.0, z) - y * z)) + ridge * params[0] ** 2)
+
+    params = np.array([1.0, 0.0])
+    for _ in range(100):
+        q = _sigmoid(params[0] * x + params[1])
         g = np.array([np.sum(weights * (q - y) * x), np.sum(weights * (q - y))])
+        g[0] += 2 * ridge * params[0]
         s = weights * q * (1 - q)
-        h = np.array([[np.sum(s * x * x), np.sum(s * x)], [np.sum(s * x), np.sum(s)]])
+        h = np.array([[np.sum(s * x * x) + 2 * ridge, np.sum(s * x)], [np.sum(s * x), np.sum(s)]])
         step = np.linalg.solve(h + 1e-9 * np.eye(2), g)
-        a, b = a - float(step[0]), b - float(step[1])
-        if float(np.abs(step).max()) < 1e-9:
+        t, before = 1.0, loss(params)
+        while loss(params - t * step) > before and t > 1e-8:
+            t /= 2
+        params = params - t * step
+        if float(np.abs(t * step).max()) < 1e-10:
             break
-    return a, b
+    return float(params[0]), float(params[1])
+
+
+TARGET_COMPLETE, TARGET_INCOMPLETE = 0.95, 0.97
+
+
+def choose_threshold(
+    complete: npt.NDArray[np.float64], incomplete: npt.NDArray[np.float64]
+) -> float:
+    """The threshold that leaves the largest margin over the weaker of the two targets
+    (complete right ≥ 95 %, cut mid-sentence right ≥ 97 %)."""
+    best, best_margin = 0.5, -math.inf
+    for t in np.round(np.arange(0.02, 0.99, 0.005), 3):
+        margin = min(
+            float((complete >= t).mean()) - TARGET_COMPLETE,
+            float((incomplete < t).mean()) - TARGET_INCOMPLETE,
+        )
+        if margin > best_margin + 1e-12:
+            best, best_margin = float(t), margin
+    return best
 
 
 def summarize(
@@ -108,9 +163,13 @@ def summarize(
     labels = np.asarray([e.label for e in examples])
     kinds = np.asarray([e.kind for e in examples])
     out: dict[str, Any] = {"threshold": threshold}
+    unfinished = np.asarray(
+        [e.kind == "mid" and normalised(e.text.split()[-1]) in UNFINISHED for e in examples]
+    )
     for name, mask, want in (
         ("complete", labels == 1, True),
         ("incomplete_clear", kinds == "mid", False),
+        ("incomplete_unfinished", unfinished, False),
         ("incomplete_all", labels == 0, False),
     ):
         n = int(mask.sum())
@@ -118,6 +177,8 @@ def summarize(
         out[name] = {"n": n, "right": round(right / n, 4) if n else float("nan")}
     clear = (labels == 1) | (kinds == "mid")
     out["auc_complete_vs_clear"] = round(auc(p[clear], labels[clear]), 4)
+    both = (labels == 1) | unfinished
+    out["auc_complete_vs_unfinished"] = round(auc(p[both], labels[both]), 4)
     out["auc_complete_vs_all_prefixes"] = round(auc(p, labels), 4)
     return out
 
@@ -130,8 +191,16 @@ class CalibrationRun:
     metrics: Path | None = None
     max_dialogues: int | None = 400
     threshold: float = 0.9
-    """The wait rule's ``complete_at``: the threshold the figures are reported at."""
+    """The wait rule's ``complete_at``: the figures are reported at it too."""
     seed: int = 0
+    cache_dir: Path | None = None
+    """Where raw scores are kept between runs (a run that changes only the fit reuses them)."""
+
+
+def _cache(run: CalibrationRun, corpus: Path) -> Path | None:
+    if run.cache_dir is None:
+        return None
+    return run.cache_dir / f"{corpus.stem}-{run.max_dialogues}-{run.seed}.npy"
 
 
 def calibrate_turn_lm(
@@ -144,37 +213,45 @@ def calibrate_turn_lm(
     turns = user_turns(run.validation, run.max_dialogues)
     examples = lm_examples(turns, whole_turns(turns), rng)
     started = time.perf_counter()
-    raw = raw_scores(model, examples)
+    log(f"scoring {len(examples)} examples of {run.validation.name}")
+    raw = raw_scores(model, examples, _cache(run, run.validation))
     seconds = time.perf_counter() - started
+    log(_progress(len(examples), seconds))
     fit_on = np.asarray([e.kind in ("complete", "mid") for e in examples])
     labels = np.asarray([e.label for e in examples])
     slope, intercept = fit_calibration(raw[fit_on], labels[fit_on])
     log(f"calibration on {run.validation.name}: slope {slope:.4f}, intercept {intercept:.4f}")
 
     def calibrated(p: npt.NDArray[np.float64]) -> npt.NDArray[np.float64]:
-        out: npt.NDArray[np.float64] = 1 / (1 + np.exp(-(slope * _logit(p) + intercept)))
-        return out
+        return _sigmoid(slope * _logit(p) + intercept)
 
+    dev_p, kinds = calibrated(raw), np.asarray([e.kind for e in examples])
+    threshold = choose_threshold(dev_p[kinds == "complete"], dev_p[kinds == "mid"])
+    log(f"threshold {threshold:.3f}")
+    metrics["threshold"] = threshold
     metrics["validation"] = {
         "corpus": run.validation.name,
         "examples": len(examples),
         "ms_per_example": round(1000 * seconds / max(len(examples), 1), 1),
-        **summarize(calibrated(raw), examples, run.threshold),
+        "at_threshold": summarize(dev_p, examples, threshold),
+        "at_complete_at": summarize(dev_p, examples, run.threshold),
     }
     log(f"validation: {json.dumps(metrics['validation'])}")
     if run.test is not None:
         test_turns = user_turns(run.test, run.max_dialogues)
         test_examples = lm_examples(test_turns, whole_turns(test_turns), random.Random(run.seed))
-        test_p = calibrated(raw_scores(model, test_examples))
+        test_p = calibrated(raw_scores(model, test_examples, _cache(run, run.test)))
         metrics["test"] = {
             "corpus": run.test.name,
             "examples": len(test_examples),
-            **summarize(test_p, test_examples, run.threshold),
+            "at_threshold": summarize(test_p, test_examples, threshold),
+            "at_complete_at": summarize(test_p, test_examples, run.threshold),
         }
         log(f"test: {json.dumps(metrics['test'])}")
     record = {
         "slope": round(slope, 6),
         "intercept": round(intercept, 6),
+        "threshold": threshold,
         "metadata": {
             "fit_on": f"{run.validation.name}: {int(fit_on.sum())} examples "
             f"(complete turns and prefixes cut mid-sentence, {run.max_dialogues} dialogues)",

@@ -3,7 +3,7 @@
 "use strict";
 
 const STAGE_LABELS = {
-  endpoint: "Endpoint",
+  endpoint: "End of turn",
   stt: "Speech to text",
   llm_first_emit: "LLM first text",
   tts_first_audio: "TTS first audio",
@@ -16,10 +16,14 @@ const STAGE_ANCHORS = {
   tts_first_audio: ["llm_first_emit", "tts_first_audio"],
   transport: ["tts_first_audio", "audio_out_first"],
 };
-// A stage that ended before its start anchor was done ahead of time; what that means, in words.
+// A stage done before the caller began waiting on it was done ahead of time (speculation);
+// what that means, in words. (A reply ready during the pause and held while the end of turn
+// was decided is "End of turn" time: docs/trace-schema.md.)
 const READY_EARLY = {
   stt: "the transcript was decoded during your pause, before the turn was declared over",
   llm_first_emit: "the reply's first words were generated from the transcript of your pause, before the final one",
+  tts_first_audio: "the reply's first audio was synthesized during your pause, before the turn was declared over",
+  transport: "the reply's first audio was ready before the turn was declared over",
 };
 
 // Who has the floor, as the page shows it: the phase, its announcement and a hint.
@@ -272,19 +276,26 @@ function onTrace(event) {
   renderStats();
 }
 
-// Each stage's span, in ms from the end of speech (null where an anchor is missing).
+// Each stage's span along the caller's wait, in ms from the end of speech (null where an
+// anchor is missing): from the later of its start anchor and the end of the stages before it,
+// as the server measures latencies_ms (docs/trace-schema.md). Audio ready during the pause and
+// held while the end of turn was decided is the end of turn's time, not the transport's.
+// `early`: how long before the caller began waiting on it the stage was done (speculation).
 function spans(trace) {
   const events = trace.events;
   const origin = events.user_speech_end;
+  let done = null;
   return state.stages.map((stage) => {
     const [from, to] = STAGE_ANCHORS[stage];
-    const known = origin !== undefined && from in events && to in events;
-    return {
-      stage,
-      start: known ? events[from] - origin : null,
-      end: known ? events[to] - origin : null,
-      ms: trace.latencies_ms[stage],
-    };
+    const ms = trace.latencies_ms[stage];
+    if (origin === undefined || !(from in events) || !(to in events)) {
+      return { stage, start: null, end: null, ms, early: 0 };
+    }
+    const begin = done === null ? events[from] : Math.max(events[from], done);
+    const end = done === null ? events[to] : Math.max(events[to], begin);
+    const early = done === null ? 0 : Math.max(begin - events[to], 0);
+    done = end;
+    return { stage, start: begin - origin, end: end - origin, ms, early };
   });
 }
 
@@ -362,7 +373,7 @@ function axisRow(scale) {
 function stageRow(s, budget, shareAt, scale) {
   const share = budget[s.stage];
   const label = stageLabel(s.stage);
-  const ahead = s.ms !== null && s.ms < 0; // done before its start anchor: speculation
+  const ahead = s.early > 0; // done before the caller waited on it: speculation
   const marks = scale.ticks.map((ms) => span(ms === 0 ? "grid zero" : "grid", scale.at(ms)));
   if (share) {
     const box = span("share", scale.at(shareAt));
@@ -375,7 +386,7 @@ function stageRow(s, budget, shareAt, scale) {
     marks.push(bar);
   }
   if (budget.voice_to_voice) marks.push(span("budget-line", scale.at(budget.voice_to_voice)));
-  const took = ahead ? `${fmtMs(-s.ms)} early` : fmtMs(s.ms);
+  const took = ahead ? `ready ${fmtMs(s.early)} early` : fmtMs(s.ms);
   const value = [took];
   if (share) {
     const of = document.createElement("small");
@@ -391,7 +402,7 @@ function stageRow(s, budget, shareAt, scale) {
 
 function earlyNote(s) {
   const why = READY_EARLY[s.stage] ?? "it was done before the stage before it ended";
-  return `${stageLabel(s.stage)} was ready ${fmtMs(-s.ms)} early: ${why}.`;
+  return `${stageLabel(s.stage)} was ready ${fmtMs(s.early)} early: ${why}.`;
 }
 
 function waterfallFigure(card) {
@@ -409,7 +420,7 @@ function waterfallFigure(card) {
   for (const s of spans(card.trace)) {
     plot.append(stageRow(s, budget, shareAt, scale));
     shareAt += budget[s.stage] ?? 0;
-    if (s.ms !== null && s.ms < 0) early.push(earlyNote(s));
+    if (s.early > 0) early.push(earlyNote(s));
   }
   figure.append(caption(card, budget), plot);
   const notes = [...outcomeNotes(card), ...early];
@@ -441,6 +452,16 @@ function caption(card, budget) {
     v2vText.className = "v2v";
     v2vText.append(figure, " voice-to-voice");
     element.append(" ", v2vText);
+  }
+  const p = trace.annotations?.end_of_turn_p;
+  if (typeof p === "number") {
+    // Why the end of turn took what it took: how sure the model was that you had finished,
+    // and the silence it chose to wait for that.
+    const decided = document.createElement("span");
+    decided.className = "end-of-turn";
+    const waited = trace.annotations.end_of_turn_wait_ms;
+    decided.textContent = `P(end of turn) ${p.toFixed(2)}, waited ${fmtMs(waited)}`;
+    element.append(" ", decided);
   }
   if (trace.annotations?.transcript) {
     const said = document.createElement("q");

@@ -1,0 +1,191 @@
+"""The pretrained language model as the end-of-turn signal (docs/end-of-turn.md): SmolLM2 read
+from the pip wheel into Cadence's own network, checked against an independent implementation
+(transformers' Llama on the same file), its call cache, its scores, its command line and its
+failure when the wheel is missing."""
+
+from __future__ import annotations
+
+import itertools
+import socket
+from pathlib import Path
+
+import pytest
+import torch
+from typer.testing import CliRunner
+
+from cadence.llm.pretrained import (
+    INSTALL,
+    PretrainedModelError,
+    TurnEndModel,
+    load_language_model,
+    model_file,
+    smollm2,
+)
+from cadence.llm.pretrained.gguf_weights import read_gguf
+from cadence.pipeline.config import CadenceConfig, EndOfTurnConfig
+from cadence.pipeline.end_of_turn import EndOfTurnDetector
+from cadence.tooling.cli.app import app
+
+KEY = "models.lm.model"
+
+
+@pytest.fixture(scope="module")
+def gguf() -> Path:
+    return model_file(smollm2.EMBEDDED, KEY)
+
+
+@pytest.fixture(scope="module")
+def scorer(gguf: Path) -> TurnEndModel:
+    return TurnEndModel(load_language_model(gguf))
+
+
+@pytest.fixture
+def no_network(monkeypatch: pytest.MonkeyPatch) -> None:
+    def refuse(*_: object, **__: object) -> None:
+        raise AssertionError("the default path touched the network")
+
+    monkeypatch.setattr(socket.socket, "connect", refuse)
+    monkeypatch.setattr(socket, "create_connection", refuse)
+
+
+def test_the_network_computes_what_transformers_computes_from_the_same_file(
+    gguf: Path, no_network: None
+) -> None:
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    ours = load_language_model(gguf, "fp32")
+    theirs = AutoModelForCausalLM.from_pretrained(
+        gguf.parent, gguf_file=gguf.name, dtype=torch.float32
+    )
+    their_tokenizer = AutoTokenizer.from_pretrained(gguf.parent, gguf_file=gguf.name)
+    text = "I'd like a table for 2 at 7:30 on March 5th, please."
+    ids = ours.message("assistant", "How many people?") + ours.open_message("user", text)
+    rendered = their_tokenizer.apply_chat_template(
+        [
+            {"role": "system", "content": "x"},
+            {"role": "assistant", "content": "How many people?"},
+            {"role": "user", "content": text},
+        ],
+        tokenize=False,
+    )
+    # The same ChatML ids as the model's own template (less its system message and the end).
+    their_ids = their_tokenizer(rendered, add_special_tokens=False).input_ids
+    assert their_ids[-len(ids) - 2 : -2] == ids
+    cache = ours.new_cache()
+    got = cache.log_probs(ids)[0]
+    with torch.no_grad():
+        want = torch.log_softmax(theirs(torch.tensor([ids])).logits[0, -1], dim=-1)
+    assert torch.allclose(got, want, atol=1e-4)
+
+
+def test_the_cache_computes_only_what_a_new_transcript_changed(scorer: TurnEndModel) -> None:
+    model = scorer.model
+    session = scorer.session()
+    context = scorer.context("Where would you like to eat?")
+    session.prefill("Where would you like to eat?")
+    assert session.conversation.tokens_computed == len(context)
+    partials = ["I want", "I want to eat at", "I want to eat at an Italian place"]
+    session.p_end(partials[0], "Where would you like to eat?")
+    for before, after in itertools.pairwise(partials):
+        computed = session.conversation.tokens_computed
+        session.p_end(after, "Where would you like to eat?")
+        added = len(model.encode(after)) - len(model.encode(before))
+        # The words that were new, and no more (BPE may redo the last token of the old text).
+        assert added <= session.conversation.tokens_computed - computed <= added + 1
+    # Asking again for the same words computes nothing; a change at the end recomputes the end.
+    computed = session.conversation.tokens_computed
+    session.probability("I want to eat at an Italian place", "Where would you like to eat?")
+    session.probability("I want to eat at an Italian place", "Where would you like to eat?")
+    assert session.conversation.tokens_computed - computed <= 1
+    computed = session.conversation.tokens_computed
+    session.p_end("I want to eat at an Indian place", "Where would you like to eat?")
+    assert 1 <= session.conversation.tokens_computed - computed <= 3
+
+
+def test_sentence_ends_scored_in_the_same_pass_equal_a_pass_of_their_own(gguf: Path) -> None:
+    model = load_language_model(gguf, "fp32")
+    ids = model.open_message("user", "is the restaurant open on sundays")
+    marks = [model.encode(mark)[0] for mark in (".", "?", "!")]
+    together = model.new_cache().log_probs(ids, marks)
+    for row, mark in enumerate(marks, start=1):
+        alone = model.new_cache().log_probs([*ids, mark])[0]
+        assert torch.allclose(together[row], alone, atol=1e-4)
+
+
+def test_a_bare_number_is_complete_as_an_answer_and_not_on_its_own(scorer: TurnEndModel) -> None:
+    threshold = CadenceConfig().turn.end_of_turn.complete_at
+    session = scorer.session()
+    assert session.probability("Two.", "How many people will be in your party?") >= threshold
+    assert session.probability("Two.", None) < threshold
+    assert session.probability("I'd like a table for", None) < 0.2
+
+
+def test_finished_requests_score_above_the_same_requests_cut_short(scorer: TurnEndModel) -> None:
+    # Requests written for this test, never seen by the calibration.
+    requests = [
+        "Can you move my appointment to Friday morning?",
+        "I need a taxi to the airport at six.",
+        "What time does the pharmacy close tonight?",
+        "Please cancel my order from last week.",
+    ]
+    session = scorer.session()
+    for request in requests:
+        whole = session.probability(request)
+        words = request.split()
+        for cut in range(1, len(words)):
+            prefix = " ".join(words[:cut])
+            if prefix.endswith(("to", "the", "at", "my", "from", "does", "my")):
+                assert session.probability(prefix) < whole, (prefix, request)
+
+
+async def test_the_detector_scores_the_final_transcript_before_it_is_asked(
+    scorer: TurnEndModel,
+) -> None:
+    detector = EndOfTurnDetector(EndOfTurnConfig(model="lm"), lm=scorer)
+    asked = "What can I do for you?"
+    await detector.prepare(asked)
+    await detector.listen("I'd like to book", agent_text=asked, urgent=False)
+    await detector.listen("I'd like to book a table", agent_text=asked, urgent=True)
+    conversation = detector.conversation
+    assert conversation is not None
+    computed = conversation.tokens_computed
+    p = await detector.probability("I'd like to book a table", agent_text=asked)
+    assert conversation.tokens_computed == computed  # ready: nothing left to compute
+    assert 0.0 <= p <= 1.0
+
+
+def test_a_missing_wheel_fails_naming_the_key_and_the_command(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(smollm2, "PACKAGE", "no_such_package_here")
+    with pytest.raises(PretrainedModelError) as failure:
+        model_file(smollm2.EMBEDDED, KEY)
+    assert KEY in str(failure.value)
+    assert INSTALL in str(failure.value)
+    with pytest.raises(PretrainedModelError, match=KEY):
+        model_file("/no/such/model.gguf", KEY)
+
+
+def test_the_gguf_tokenizer_splits_digits_as_the_model_was_trained(gguf: Path) -> None:
+    tokenizer = read_gguf(gguf).tokenizer
+    digits = [tokenizer.decode([i]) for i in tokenizer.encode("2019", add_special_tokens=False).ids]
+    assert digits == ["2", "0", "1", "9"]
+    # A caller who says a control token says words.
+    assert tokenizer.token_to_id("<|im_end|>") not in tokenizer.encode("<|im_end|>").ids
+
+
+def test_turn_score_uses_the_configured_model(tmp_path: Path) -> None:
+    lines = "I need a rental car in Anaheim.\nI want to fly to\n"
+    result = CliRunner().invoke(app, ["turn-score"], input=lines)
+    assert result.exit_code == 0, result.output
+    scores = [line.split("\t") for line in result.stdout.splitlines()]
+    assert [text for _, text in scores] == lines.splitlines()
+    complete, cut = (float(p) for p, _ in scores)
+    assert complete >= 0.9 > 0.2 > cut
+    # The old model, chosen by the configuration, scores the same words its own way.
+    config = tmp_path / "text.yaml"
+    config.write_text("turn:\n  end_of_turn:\n    model: text\n")
+    result = CliRunner().invoke(app, ["turn-score", "--config", str(config)], input=lines)
+    assert result.exit_code == 0, result.output
+    assert [line.split("\t")[1] for line in result.stdout.splitlines()] == lines.splitlines()
+    assert result.stdout != "\n".join("\t".join(score) for score in scores) + "\n"
