@@ -11,6 +11,7 @@ it — the property that lets a cache be extended turn after turn instead of rec
 
 from __future__ import annotations
 
+import ctypes
 import threading
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -178,4 +179,17 @@ def load_language_model(path: Path, precision: str = "auto") -> LanguageModel:
 
 @cache
 def _load(path: Path, precision: str) -> LanguageModel:
-    return LanguageModel(read_gguf(path), precision=precision)
+    model = LanguageModel(read_gguf(path), precision=precision)
+    _return_freed_memory()
+    return model
+
+
+def _return_freed_memory() -> None:
+    """Hand the loading's float32 copies back to the system. They are freed, but glibc keeps
+    freed heap pages for reuse, so the process would go on holding ~650 MB it never touches
+    again (measured: 990 MB resident after a load, 340 MB after this)."""
+    try:
+        libc = ctypes.CDLL("libc.so.6")
+    except OSError:  # not glibc: nothing to do, or nothing that can be done
+        return
+    libc.malloc_trim(0)
