@@ -42,6 +42,10 @@ SHIPPED = {
 FORMAT = "cadence-lora-1"
 """The adapter files' format (``tooling/training/lm_adapter.py`` writes it)."""
 Objective = Literal["ar", "bd"]
+ROWS_NAME = "model.embed_tokens.rows"
+"""An adapter's changes of whole embedding rows (the call and mask tokens'; header
+``token_rows`` names them)."""
+EMBEDDING = "model.embed_tokens.weight"
 
 
 def is_adapter(name: str) -> bool:
@@ -128,7 +132,8 @@ def _load(path: Path, device: str) -> AdaptedModel:
             f"{base} differs"
         )
     model = read_gguf(base)
-    merge_adapter(model.tensors, tensors, float(meta["alpha"]) / int(meta["rank"]))
+    scale = float(meta["alpha"]) / int(meta["rank"])
+    merge_adapter(model.tensors, tensors, scale, meta.get("token_rows") or ())
     with torch.device("meta"):
         network = QwenForCausalLM(model.shape)
     network.load_state_dict(model.tensors, strict=True, assign=True)
@@ -156,10 +161,20 @@ def read_adapter(path: Path) -> tuple[dict[str, torch.Tensor], dict[str, Any]]:
 
 
 def merge_adapter(
-    weights: dict[str, torch.Tensor], adapter: dict[str, torch.Tensor], scale: float
+    weights: dict[str, torch.Tensor],
+    adapter: dict[str, torch.Tensor],
+    scale: float,
+    token_rows: Sequence[int] = (),
 ) -> None:
-    """``W += scale · B·A`` for every adapted projection of ``weights`` (in place); a tensor
-    of the adapter that names no weight fails, naming it."""
+    """``W += scale · B·A`` for every adapted projection of ``weights`` (in place), and the
+    adapter's changes of the embedding rows ``token_rows`` added to them; a tensor of the
+    adapter that names no weight fails, naming it."""
+    adapter = dict(adapter)
+    rows = adapter.pop(ROWS_NAME, None)
+    if rows is not None:  # the call and mask tokens' rows (input and tied output alike)
+        if len(token_rows) != rows.shape[0]:
+            raise CheckpointError(f"{CONFIG_KEY}: the adapter's {ROWS_NAME} names no rows")
+        weights[EMBEDDING][list(token_rows)] += rows
     modules = {key.rsplit(".", 1)[0] for key in adapter}
     for module in sorted(modules):
         weight = weights.get(f"{module}.weight")

@@ -35,7 +35,7 @@ SHA256 = "b179c9523d0e6a0f98a330c7562b682750a6f8c8c15e5bc70ea373728110db53"
 CONVERSATION = [
     Turn("user", "I'd like to find an Italian restaurant in San Jose for 2 at 7 pm."),
 ]
-ON_TIME = DecodingOptions(first_emit_budget_ms=1e9, block_budget_ms=1e9, max_reply_tokens=24)
+ON_TIME = DecodingOptions(first_emit_budget_ms=1e9, block_budget_ms=1e9, max_reply_tokens=10)
 """Budgets no step reaches: τ stays as set, so the reference commits what the decoder does."""
 
 
@@ -57,10 +57,12 @@ def adapters(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
             out, width = weight.shape
             lora[f"{module}.lora_A"] = (torch.randn(RANK, width, generator=generator) / 30).half()
             lora[f"{module}.lora_B"] = (torch.randn(out, RANK, generator=generator) / 30).half()
+    lora["model.embed_tokens.rows"] = (torch.randn(2, 576, generator=generator) / 10).half()
     folder = tmp_path_factory.mktemp("adapters")
     paths = {}
     for objective in ("ar", "bd"):
         meta = {"objective": objective, "rank": RANK, "alpha": ALPHA, "base_sha256": SHA256}
+        meta["token_rows"] = [13, 16]
         meta["block_size"] = BLOCK if objective == "bd" else None
         header = {"format": "cadence-lora-1", **{k: json.dumps(v) for k, v in meta.items()}}
         paths[objective] = folder / f"{objective}.safetensors"
@@ -180,3 +182,35 @@ def test_a_missing_adapter_or_a_backend_that_does_not_fit_it_fails_naming_the_ke
     torn.write_bytes(b"not an adapter")
     with pytest.raises(CheckpointError, match=r"models\.llm\.checkpoint"):
         load_adapted(str(torn), torch.device("cpu"))
+
+
+def test_the_shipped_ar_adapter_writes_the_call_the_corpus_agent_made() -> None:
+    """A dialogue of sgd_tools_dev (never trained on) up to the agent's call: the reply is
+    that call, method and every argument, read from what the model wrote."""
+    from cadence.llm.tools import ToolSpec
+    from cadence.tooling.training.corpus import read_dialogues
+
+    _gguf()
+    data = Path(__file__).resolve().parents[1] / ".." / "shared" / "data" / "dialogue"
+    dialogue = next(
+        d
+        for d in read_dialogues(data / "sgd_tools_dev.jsonl", 300)
+        if d.services == ("RideSharing_1",) and any(t.tool_calls for t in d.turns)
+    )
+    index = next(i for i, t in enumerate(dialogue.turns) if t.tool_calls)
+    [wanted] = dialogue.turns[index].tool_calls
+    config = LLMOptions.model_validate(
+        {"backend": "ar", "checkpoint": "embedded:smollm2-ar", "device": "cpu"}
+    )
+    generator = create_generator(config)
+    offered = [ToolSpec(wanted.name, "", {"type": "object"})]
+
+    async def reply() -> list[object]:
+        return [p async for p in generator.stream(list(dialogue.turns[:index]), offered)]
+
+    import asyncio
+
+    pieces = asyncio.run(reply())
+    [call] = pieces[-1].tool_calls  # type: ignore[attr-defined]
+    assert call.name == wanted.name
+    assert json.loads(call.arguments) == json.loads(wanted.arguments)
