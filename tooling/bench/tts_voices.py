@@ -27,6 +27,7 @@ import argparse
 import asyncio
 import json
 import os
+import re
 import shlex
 import sys
 import time
@@ -138,8 +139,11 @@ def round_trip(replies: list[str]) -> dict[str, Any]:
     return results
 
 
-def _loads_row(directory: Path, level: Path) -> str:
-    traces = [json.loads(line) for line in level.read_text().splitlines() if line.strip()]
+def _loads_row(label: str, levels: list[Path]) -> str:
+    """One row: the traces of ``levels`` (``level-N.jsonl`` files of one load) pooled."""
+    traces = [
+        json.loads(line) for level in levels for line in level.read_text().splitlines() if line
+    ]
     answered = [  # a withdrawn turn's reply was never heard: the caller went on
         t
         for t in traces
@@ -152,31 +156,44 @@ def _loads_row(directory: Path, level: Path) -> str:
     ]
     v2v = [t["latencies_ms"]["heard_voice_to_voice"] for t in answered]
     sound = [t["events"]["audio_heard_first"] - t["events"]["endpoint"] for t in answered]
-    result = json.loads(level.with_suffix(".json").read_text())
-    cpu = result.get("cpu_s")
-    per_call = f"{cpu / result['calls']:.2f}" if cpu and result["calls"] else "–"
+    results = [json.loads(level.with_suffix(".json").read_text()) for level in levels]
+    calls = sum(r["calls"] for r in results)
+    cpu = [r.get("cpu_s") for r in results]
+    per_call = "–" if None in cpu or not calls else f"{sum(c or 0.0 for c in cpu) / calls:.2f}"
     cells = [percentiles(values) for values in (tts, v2v, sound)]
     return (
-        f"| {directory.name} | {result['sessions']} | {result['calls']} | {len(answered)} "
+        f"| {label} | {results[0]['sessions']} | {calls} | {len(answered)} "
         + "".join(f"| {_ms(c['p50'])} | {_ms(c['p95'])} " for c in cells)
         + f"| {per_call} |"
     )
 
 
 def render_loads(directories: list[Path]) -> str:
-    """Side by side, level by level, the load tests of ``directories``."""
+    """Side by side, level by level, the load tests of ``directories``; then, where a voice
+    has several (``piper``, ``piper-2``: rounds), all of its rounds pooled."""
     levels = sorted(
         {int(p.stem.split("-")[1]) for d in directories for p in d.glob("level-*.jsonl")}
     )
-    lines = [
+    voices: dict[str, list[Path]] = {}
+    for directory in directories:
+        voices.setdefault(re.sub(r"-\d+$", "", directory.name), []).append(directory)
+    header = [
         "| voice | calls at once | calls | turns answered | TTS first audio p50 | p95 "
         "| voice-to-voice p50 | p95 | decision → sound p50 | p95 | CPU per call (s) |",
         "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
     ]
+    lines = list(header)
     for level in levels:
         for directory in directories:
             if (path := directory / f"level-{level}.jsonl").exists():
-                lines.append(_loads_row(directory, path))
+                lines.append(_loads_row(directory.name, [path]))
+    if any(len(rounds) > 1 for rounds in voices.values()):
+        lines += ["", "All rounds pooled:", "", *header]
+        for level in levels:
+            for voice, rounds in voices.items():
+                paths = [p for d in rounds if (p := d / f"level-{level}.jsonl").exists()]
+                if paths:
+                    lines.append(_loads_row(voice, paths))
     return "\n".join(lines) + "\n"
 
 
