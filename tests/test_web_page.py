@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import re
 import urllib.request
 from dataclasses import dataclass
 from pathlib import Path
@@ -206,6 +207,13 @@ async def test_a_visitor_sees_the_scope_who_speaks_and_one_scale_on_every_width(
             "stages": await page.locator("#legend-stages li").count(),
             "counts": await page.locator("#stats .count").all_inner_texts(),
             "v2v": await page.evaluate("[window.cadence.serverV2V, window.cadence.pageV2V]"),
+            # Each card says how sure the end of turn was and the wait it chose, from its trace.
+            "decided": await page.evaluate(
+                """[...document.querySelectorAll('#waterfall figure.turn')].map(card => [
+                  card.querySelector('.end-of-turn')?.textContent ?? null,
+                  window.cadence.cards.find(c => String(c.trace.turn) === card.dataset.turn)
+                    ?.trace.annotations?.end_of_turn_p ?? null])"""
+            ),
         }
         for width, viewport in WIDTHS.items():
             await page.set_viewport_size(viewport)
@@ -239,6 +247,12 @@ async def test_a_visitor_sees_the_scope_who_speaks_and_one_scale_on_every_width(
     for words in ("Dashed box", "Red line", "Hatched", "same scale", "ms early"):
         assert words in seen["legend"]
     assert seen["stages"] == 5
+    decided = [(text, p) for text, p in seen["decided"] if p is not None]
+    assert decided, seen["decided"]
+    for text, p in decided:
+        shown = re.fullmatch(r"P\(end of turn\) (\d\.\d\d), waited \S+ ms", text)
+        assert shown is not None, text
+        assert abs(float(shown[1]) - p) <= 0.0051, (text, p)
     server_v2v, page_v2v = seen["v2v"]
     assert seen["counts"] == [str(len(server_v2v)), str(len(page_v2v))]
     assert server_v2v, "no turn was answered after the end of speech"
