@@ -94,7 +94,7 @@ def _logits(model: torch.nn.Module, ids: list[int], allowed: torch.Tensor) -> to
 def test_the_ar_decoder_writes_what_the_trained_network_writes_token_for_token(
     adapters: dict[str, Path], reference: torch.nn.Module
 ) -> None:
-    loaded = load_adapted(str(adapters["ar"]), torch.device("cpu"))
+    loaded = load_adapted(str(adapters["ar"]), torch.device("cpu"), "fp32")
     decoder = AdaptedARDecoder(loaded, ON_TIME, MonotonicClock())
     history = list(CONVERSATION)
     for _ in range(2):  # the second turn reuses the first's cache
@@ -151,7 +151,7 @@ def _reference_diffusion(
 def test_the_diffusion_decoder_writes_what_a_reference_without_cache_writes(
     adapters: dict[str, Path], reference: torch.nn.Module
 ) -> None:
-    loaded = load_adapted(str(adapters["bd"]), torch.device("cpu"))
+    loaded = load_adapted(str(adapters["bd"]), torch.device("cpu"), "fp32")
     decoder = AdaptedDiffusionDecoder(loaded, ON_TIME, MonotonicClock())
     history = list(CONVERSATION)
     for _ in range(2):
