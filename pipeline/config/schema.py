@@ -48,8 +48,8 @@ class STTConfig(Options):
 class TTSConfig(Options):
     voice: str = DEFAULT_VOICE
     """`embedded:hibari-heart` (hibari-tts's voice, distilled from Kokoro-82M's `af_heart`;
-    ~13 ms of one core for a short phrase, round-trip WER 0.05), `embedded:en_US-joe-medium`
-    (Piper; ~70 ms on two threads, WER 0.11), or the path of a Piper `.onnx` voice
+    a four-word phrase in ~28 ms of one core, round-trip WER 0.045), `embedded:en_US-joe-medium`
+    (Piper: ~150 ms of CPU on two threads, WER 0.074), or the path of a Piper `.onnx` voice
     (docs/voice.md)."""
     first_phrase_max_words: int = Field(FIRST_PHRASE_MAX_WORDS, ge=1)
     """Cut the first phrase at a clause boundary or within this many words (before a

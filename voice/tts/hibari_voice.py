@@ -2,9 +2,10 @@
 distillation, as a Cadence voice.
 
 hibari is an int8 ONNX acoustic model with its own grapheme-to-phoneme front end (misaki's
-lexicon, no espeak) and a numpy vocoder: a four-word phrase costs ~13 ms of one core, against
-~70 for Piper (docs/voice.md). Three things are adjusted here, each measured on the 30 agent
-replies of ``tests/data/dialogue/agent_replies.txt``:
+lexicon, no espeak) and a numpy vocoder: a four-word phrase costs ~16 ms of a quiet core (28 on
+the shared development machine), against 100–150 for Piper (docs/voice.md). Three things
+are adjusted here, each measured on the 30 agent replies of
+``tests/data/dialogue/agent_replies.txt``:
 
 * **Edges.** Every sentence hibari synthesizes starts with 270–320 ms of silence and ends with
   ~400 ms: between phrases that would be a 0.7 s gap, twice a speaker's breath. Each chunk is

@@ -8,7 +8,7 @@ gives it. Fixed phrases that are said when waiting hurts
 most (the filler while a tool runs) can be synthesized once, ahead, and kept (``keep``).
 
 Two voices are embedded (docs/voice.md): hibari's ``heart`` (the default: a Kokoro-82M
-distillation, ~13 ms of one core for a short phrase) and Piper's ``en_US-joe-medium``; any
+distillation, ~16 ms of one core for a short phrase) and Piper's ``en_US-joe-medium``; any
 Piper ``.onnx`` can be named by its path.
 """
 
