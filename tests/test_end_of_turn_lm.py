@@ -6,6 +6,7 @@ failure when the wheel is missing."""
 from __future__ import annotations
 
 import itertools
+import json
 import socket
 from pathlib import Path
 
@@ -23,9 +24,11 @@ from cadence.llm.pretrained import (
     smollm2,
 )
 from cadence.llm.pretrained.gguf_weights import read_gguf
+from cadence.llm.pretrained.turn_end import FEATURES
 from cadence.pipeline.config import EndOfTurnConfig
 from cadence.pipeline.end_of_turn import EndOfTurnDetector
 from cadence.tooling.cli.app import app
+from cadence.tooling.training.turn_end_lm import CalibrationRun, calibrate_turn_lm
 
 KEY = "models.lm.model"
 
@@ -201,3 +204,17 @@ def test_turn_score_uses_the_configured_model(tmp_path: Path) -> None:
     assert result.exit_code == 0, result.output
     assert [line.split("\t")[1] for line in result.stdout.splitlines()] == lines.splitlines()
     assert result.stdout != "\n".join("\t".join(score) for score in scores) + "\n"
+
+
+def test_the_calibration_fits_and_ranks_whole_turns_above_cut_ones(
+    tmp_path: Path, scorer: TurnEndModel
+) -> None:
+    sample = Path(__file__).parent / "data" / "dialogue" / "sgd_tools_dev_sample.jsonl"
+    out = tmp_path / "calibration.json"
+    run = CalibrationRun(validation=sample, out=out, max_dialogues=6, test=None)
+    metrics = calibrate_turn_lm(scorer, run, lambda _: None)
+    written = json.loads(out.read_text())
+    assert written["features"] == list(FEATURES)
+    assert len(written["weights"]) == len(FEATURES)
+    # Fit on these turns, it must at least rank them: whole turns above their mid-sentence cuts.
+    assert metrics["validation"]["at_threshold"]["auc_complete_vs_clear"] > 0.8
