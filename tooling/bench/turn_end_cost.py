@@ -16,6 +16,7 @@ could see. One model per process, as a server holds it.
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import time
 from collections.abc import Callable, Sequence
@@ -55,7 +56,7 @@ def replay_call(
     while at < speech_ms:
         said = " ".join(w.text for w in words if w.end_s * 1000 <= at)
         if said:
-            _, cpu, _ = _timed(lambda said=said: session.probability(said, AGENT))
+            _, cpu, _ = _timed(functools.partial(session.probability, said, AGENT))
             partial_cpu += cpu
             partials += 1
         at += partials_interval_ms
