@@ -65,12 +65,20 @@ def test_the_check_runs_every_section_on_cpu_and_writes_its_report(tmp_path: Pat
             assert row["first_piece"]["runs"] == 2
             assert row["first_piece"]["p50_ms"] <= row["whole_reply"]["p50_ms"]
             assert 0 < row["reply_tokens"] <= 8
+            assert row["setup_ms"] >= 0  # a call's set-up (captures), outside the replies
+            if row["decoder"] == "graphed":  # carries count: a reply has more forwards than steps
+                assert row["forwards_per_reply"] > row["steps_per_reply"]
+                assert 1 <= row["forwards_to_first_piece"]["p50_ms"] <= row["forwards_per_reply"]
+                assert row["ms_per_forward"] < row["ms_per_step"]
     assert {row["measure"] for row in report["embedded"]} >= {"eager step", "fixed-shape step"}
     markdown = (out / "report.md").read_text(encoding="utf-8")
     assert markdown.startswith("# GPU check on CPU")
     for heading in ("## Commit step", "## Block attention", "## fast-dllm-v2", "## sdar"):
         assert heading in markdown
     assert "## Embedded model" in markdown
+    assert (
+        "| forwards_to_first_piece | forwards_per_reply | ms_per_forward | setup_ms |" in markdown
+    )
 
 
 @pytest.mark.skipif(torch.cuda.is_available(), reason="checks the message given without CUDA")

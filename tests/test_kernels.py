@@ -22,6 +22,30 @@ def test_cpu_tensors_take_the_reference_path() -> None:
     assert kernels.backend(torch.device("cpu")) == "reference"
 
 
+def test_whether_triton_is_installed_is_looked_up_once(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A module search per call cost the commit step several microseconds on the GPU (the
+    dispatched commit ran 5-7 % over the Triton kernel it chose)."""
+    import importlib.util
+
+    from cadence.kernels import dispatch
+
+    searches: list[str] = []
+    real = importlib.util.find_spec
+
+    def counted(name: str, package: str | None = None) -> object:
+        searches.append(name)
+        return real(name, package)
+
+    monkeypatch.setattr(importlib.util, "find_spec", counted)
+    dispatch.triton_installed.cache_clear()
+    try:
+        for _ in range(5):
+            kernels.backend(torch.device("cuda"))
+        assert searches == ["triton"]
+    finally:
+        dispatch.triton_installed.cache_clear()
+
+
 def test_a_forced_backend_holds_inside_the_block_only() -> None:
     with kernels.use_backend("triton"):
         assert kernels.backend(torch.device("cpu")) == "triton"

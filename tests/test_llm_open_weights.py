@@ -30,6 +30,7 @@ from cadence.llm.open_weights import (
     OpenWeightsDecoder,
     load_open_weights,
 )
+from cadence.llm.open_weights import graphed as graphed_module
 from cadence.llm.open_weights.chat import SYSTEM_PROMPT, ChatFormat, ChatTokenizer
 from cadence.llm.open_weights.decoder import OpenWeightsModel
 from cadence.llm.open_weights.families import QWEN_CONTROL_IDS
@@ -236,6 +237,61 @@ def test_the_fixed_shape_steps_decode_what_the_eager_decoder_decodes(
         assert fixed.cache.ids == eager.cache.ids
         history.append(Turn("agent", expected.text))
     assert len(fixed.cache.ids) > 64  # past the smallest bucket
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_the_fixed_shape_decoder_counts_its_forwards_and_captures_every_bucket_at_start(
+    models: dict[str, Tiny], name: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A reply's forwards are its steps plus the blocks it carried into the cache (what the
+    GPU bench divides a reply's time by); a capturing decoder captures the graph of every
+    bucket the cache holds when it is made (a call's start), so no reply waits for one.
+    Capture itself needs CUDA: here a stand-in records what would be captured and runs the
+    step eagerly, which checks that warming changes neither the cache nor the reply."""
+    size = models[name].block_size
+    model = load_open_weights(models[name].directory, CPU, size)
+    captured: list[int] = []
+
+    class Recorded:
+        def __init__(self, step: Callable[[], torch.Tensor]) -> None:
+            assert torch.is_inference_mode_enabled()  # as decoding replays it: no autograd
+            self._step = step
+            step()  # the warm-up CapturedStep runs
+            captured.append(len(captured))
+
+        def replay(self) -> torch.Tensor:
+            return self._step()
+
+    monkeypatch.setattr(graphed_module, "CapturedStep", Recorded)
+    options = DecodingOptions(confidence_threshold=0.9, max_reply_tokens=12)
+    # carry_blocks 64: every block of the prompt is carried by a replay, none by one eager
+    # forward (that is one forward for many blocks).
+    warm = GraphedOpenWeightsDecoder(model, options, VirtualClock(), True, carry_blocks=64)
+    assert sorted(warm._graphs) == [64, 128, 256, 512, 1024]
+    assert warm.forwards == 0
+    assert warm.kv.length == 0
+    plain = GraphedOpenWeightsDecoder(model, options, VirtualClock(), False, carry_blocks=64)
+    prompt = model.chat.prompt([Turn("user", tiny.TEXTS[0])], 6, 1024)
+    for decoder in (warm, plain):
+        stats = ReplyStats()
+        list(decoder.decode(prompt, stats))
+        carried = decoder.kv.length // size  # every block entered the cache by a replay
+        assert decoder.forwards == sum(stats.steps_per_block) + carried
+    assert warm.cache.ids == plain.cache.ids
+    assert len(captured) == 5  # the reply captured nothing more
+    # The carry limit measured (as on CUDA, where it is the default) leaves the cache, the
+    # count and the next reply as they were.
+    length, forwards, cached = plain.kv.length, plain.forwards, list(plain.cache.ids)
+    assert plain.measure_carry_blocks(repeats=1) >= 1
+    assert (plain.kv.length, plain.forwards, plain.cache.ids) == (length, forwards, cached)
+    follow = model.chat.prompt([Turn("user", tiny.TEXTS[0]), Turn("agent", "ok"),
+                                Turn("user", tiny.TEXTS[1])], 6, 1024)  # fmt: skip
+    replies = []
+    for decoder in (warm, plain):
+        stats = ReplyStats()
+        list(decoder.decode(follow, stats))
+        replies.append(stats.token_ids)
+    assert replies[0] == replies[1]
 
 
 @dataclass(frozen=True)

@@ -31,7 +31,8 @@ which is what the CPU tests compare, token for token, with the eager decoder.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+import time
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
 import torch
@@ -40,6 +41,7 @@ from cadence import kernels
 from cadence.core.clock import Clock
 from cadence.kernels import CachedBlock
 from cadence.kernels.cuda_graph import CapturedStep, bucket_length
+from cadence.llm.attention_masks import step_mask
 from cadence.llm.block_diffusion import block_threshold, emit_committed, final_pieces
 from cadence.llm.conversation_cache import ConversationCache
 from cadence.llm.decoding import DecodingOptions, ReplyStats
@@ -49,9 +51,14 @@ from cadence.llm.open_weights.static_cache import BucketView, StaticKVCache
 from cadence.llm.result_slots import ReplyFacts
 
 CARRY_BLOCKS = 16
-"""Prompt blocks carried by graph replays; more go through one eager forward. A replay reads
-every weight once (about 1 ms for 1.5B parameters on an H200), an eager forward launches
-every kernel from Python (about 19 ms), so up to 16 blocks the replays are the cheaper."""
+"""Prompt blocks carried by graph replays when not measured (off CUDA); more go through one
+eager forward. On CUDA the decoder measures the limit when it is made
+(:meth:`GraphedOpenWeightsDecoder.measure_carry_blocks`): the H200 run of 18:11 UTC found a
+replay 3.8–4.0 ms and an eager forward 16–32 ms, so SDAR (block 4) carried a 6-block user
+turn in 6 replays (~24 ms) where one eager forward costs ~17 ms."""
+MEASURED_CARRY_TOKENS = 32
+"""Tokens of the eager forward timed by :meth:`GraphedOpenWeightsDecoder.measure_carry_blocks`
+(a user's turn: its cost hardly grows with the tokens, it is the launches)."""
 AHEAD_POSITIONS = 256
 """Prefill captures the buckets of the cache up to this many positions past the reply."""
 
@@ -109,13 +116,14 @@ class GraphedOpenWeightsDecoder(OpenWeightsDecoder):
         options: DecodingOptions,
         clock: Clock,
         capture: bool | None = None,
-        carry_blocks: int = CARRY_BLOCKS,
+        carry_blocks: int | None = None,
     ) -> None:
         """``capture`` (default: on CUDA) replays each bucket's step as a CUDA graph; without
-        it the fixed-shape step runs eagerly. ``carry_blocks``: see the module."""
+        it the fixed-shape step runs eagerly. ``carry_blocks``: see the module (default:
+        measured when capturing, else :data:`CARRY_BLOCKS`)."""
         super().__init__(model, options, clock)
         self._capture = self.device.type == "cuda" if capture is None else capture
-        self._carry_blocks = carry_blocks
+        self._carry_blocks = CARRY_BLOCKS if carry_blocks is None else carry_blocks
         dtype = self.network.model.embed_tokens.weight.dtype
         self.kv = StaticKVCache(self.network.shape, self.block_size, dtype, self.device)
         self.cache = ConversationCache(self.kv, self.block_size)
@@ -124,6 +132,65 @@ class GraphedOpenWeightsDecoder(OpenWeightsDecoder):
         )
         self._graphs: dict[int, CapturedStep[torch.Tensor]] = {}
         self._generation = self.kv.generation
+        self.forwards = 0
+        """Forwards run so far (steps, carries, eager prompt forwards): the bench divides a
+        reply's time by them, since a carry costs as much as a step."""
+        if self._capture:
+            self.warm()
+            if carry_blocks is None:
+                self._carry_blocks = self.measure_carry_blocks()
+
+    @torch.inference_mode()
+    def warm(self) -> None:
+        """Capture the graph of every bucket the cache holds now (64 … 1,024 slots), as the
+        call starts: a reply that reaches a new bucket then never captures in the caller's
+        wait (a capture is two eager warm-up steps and the recording: ~0.1 s at 1.5B)."""
+        slots = bucket_length(1)
+        while slots + self.block_size <= self.kv.capacity:
+            self._prepare(slots)
+            slots *= 2
+        if self.device.type == "cuda":
+            torch.cuda.synchronize(self.device)
+
+    @torch.inference_mode()
+    def measure_carry_blocks(self, repeats: int = 3) -> int:
+        """How many prompt blocks replays carry before one eager forward is the cheaper: the
+        median time of an eager forward of :data:`MEASURED_CARRY_TOKENS` tokens over that of
+        a replay. Neither changes the cache (the forward keeps nothing; the replay writes its
+        scratch slots only) nor the inputs' meaning (a reply writes them all)."""
+        slots = bucket_length(self.kv.length + self.block_size)
+        self._prepare(slots)
+        inputs = self._in
+        inputs.masked.zero_()
+        self._set_block(slots, carry=False)
+        tokens = MEASURED_CARRY_TOKENS
+        start = self.kv.length
+        ids = torch.full((1, tokens), self._mask, device=self.device)
+        positions = torch.arange(start, start + tokens, device=self.device)[None]
+        allowed = step_mask(start, tokens, "block_causal", self.block_size).to(self.device)
+
+        def replay() -> None:
+            self._replay(slots)
+            self.forwards -= 1  # not a reply's
+
+        def eager() -> None:
+            self.network(ids, positions, allowed, self.kv, 0, 1)
+
+        replay_ms, eager_ms = (self._median_ms(run, repeats) for run in (replay, eager))
+        return max(1, int(eager_ms / max(replay_ms, 1e-6)))
+
+    def _median_ms(self, run: Callable[[], None], repeats: int) -> float:
+        run()  # warm-up
+        times = []
+        for _ in range(repeats):
+            if self.device.type == "cuda":
+                torch.cuda.synchronize(self.device)
+            started = time.perf_counter()
+            run()
+            if self.device.type == "cuda":
+                torch.cuda.synchronize(self.device)
+            times.append(1000 * (time.perf_counter() - started))
+        return sorted(times)[len(times) // 2]
 
     # --- the fixed-shape step ------------------------------------------------------------
 
@@ -148,6 +215,7 @@ class GraphedOpenWeightsDecoder(OpenWeightsDecoder):
         return torch.where(decision.commit[0], decision.prediction[0], -1)
 
     def _replay(self, slots: int) -> torch.Tensor:
+        self.forwards += 1
         if not self._capture:
             return self._fixed_step(slots)
         return self._graphs[slots].replay()
@@ -189,6 +257,7 @@ class GraphedOpenWeightsDecoder(OpenWeightsDecoder):
         size, inputs = self.block_size, self._in
         if len(tokens) > self._carry_blocks * size:
             logits = self._forward(tokens, [])
+            self.forwards += 1
             inputs.before.copy_(logits[-1])
             return
         on_device = torch.tensor(tokens, device=self.device) if uploaded is None else uploaded

@@ -270,7 +270,9 @@ def markdown(report: Report) -> str:
         if family.get("agreement"):
             lines += [f"Same tokens (2 turns, τ fixed): {family['agreement']}", ""]
         columns = ["decoder", "prefill", "first_piece", "whole_reply", "reply_tokens"]
-        lines += _table(family["replies"], [*columns, "steps_per_reply", "ms_per_step"])
+        columns += ["steps_per_reply", "ms_per_step", "forwards_to_first_piece"]
+        columns += ["forwards_per_reply", "ms_per_forward", "setup_ms"]
+        lines += _table(family["replies"], columns)
     if report.get("embedded"):
         lines += ["## Embedded model (llm/checkpoints/dllm.pt)", ""]
         columns = ["measure", "implementation", "shape", "p50_ms", "p90_ms", "runs"]

@@ -182,20 +182,32 @@ def step_rows(model: OpenWeightsModel, device: torch.device, repeats: int) -> li
     return rows
 
 
-async def _turns(generator: DecoderTurnGenerator, turns: int, prefill: bool) -> Row:
+def _forwards(decoder: OpenWeightsDecoder) -> int:
+    """Forwards the graphed decoder has run (the eager one does not count them: 0)."""
+    return getattr(decoder, "forwards", 0)
+
+
+async def _turns(
+    generator: DecoderTurnGenerator, decoder: OpenWeightsDecoder, turns: int, prefill: bool
+) -> Row:
     """Ten-turn conversation (after a warm-up turn): per turn, the time from asking for the
     reply to its first piece and to its end, through the generator as the turn engine calls
-    it; with ``prefill``, the history is prefilled first, as while the caller speaks."""
+    it; with ``prefill``, the history is prefilled first, as while the caller speaks. Also
+    the forwards (denoising steps and carries of the new prompt's and the finished blocks)
+    before the first piece and in the reply: a reply's time per forward is what compares with
+    the isolated step; its time per step counts the carries too."""
     history: list[Turn] = []
-    first, whole, tokens, steps = [], [], [], []
+    first, whole, tokens, steps, before_first, forwards = [], [], [], [], [], []
     for turn in range(turns + 1):
         if prefill:
             await generator.prefill(history)
         history.append(Turn("user", tiny.TEXTS[turn % len(tiny.TEXTS)]))
+        counted = _forwards(decoder)
         started = time.perf_counter()
         stream = generator.stream(history)
         await anext(stream)
         first_ms = 1000 * (time.perf_counter() - started)
+        first_forwards = _forwards(decoder) - counted
         async for _piece in stream:
             pass
         stats = generator.last_stats
@@ -204,8 +216,10 @@ async def _turns(generator: DecoderTurnGenerator, turns: int, prefill: bool) -> 
             whole.append(1000 * (time.perf_counter() - started))
             tokens.append(len(stats.token_ids))
             steps.append(sum(stats.steps_per_block))
+            before_first.append(first_forwards)
+            forwards.append(_forwards(decoder) - counted)
         history.append(Turn("agent", stats.text))
-    return {
+    row: Row = {
         "first_piece": summary(first),
         "whole_reply": summary(whole),
         "reply_tokens": statistics.median(tokens),
@@ -214,6 +228,13 @@ async def _turns(generator: DecoderTurnGenerator, turns: int, prefill: bool) -> 
             statistics.median(w / s for w, s in zip(whole, steps, strict=True)), 3
         ),
     }
+    if any(forwards):
+        row["forwards_to_first_piece"] = summary([float(n) for n in before_first])
+        row["forwards_per_reply"] = statistics.median(forwards)
+        row["ms_per_forward"] = round(
+            statistics.median(w / n for w, n in zip(whole, forwards, strict=True)), 3
+        )
+    return row
 
 
 @dataclass(frozen=True)
@@ -242,9 +263,19 @@ def reply_variants(model: OpenWeightsModel, reply_tokens: int) -> list[ReplyVari
 
 def reply_row(model: OpenWeightsModel, variant: ReplyVariant, turns: int) -> Row:
     """A whole conversation through :class:`DecoderTurnGenerator` with ``variant``'s decoder."""
-    generator = DecoderTurnGenerator(variant.make(), model.chat, variant.options)
-    measured = asyncio.run(_turns(generator, turns, variant.prefill))
-    return {"decoder": variant.decoder, "prefill": variant.prefill, **measured}
+    started = time.perf_counter()
+    decoder = variant.make()  # a call's set-up: the graphed decoder captures its buckets here
+    if torch.cuda.is_available():
+        torch.cuda.synchronize()
+    setup_ms = round(1000 * (time.perf_counter() - started), 1)
+    generator = DecoderTurnGenerator(decoder, model.chat, variant.options)
+    measured = asyncio.run(_turns(generator, decoder, turns, variant.prefill))
+    return {
+        "decoder": variant.decoder,
+        "prefill": variant.prefill,
+        **measured,
+        "setup_ms": setup_ms,
+    }
 
 
 def agreement_row(model: OpenWeightsModel, device: torch.device, reply_tokens: int) -> Row:
