@@ -43,7 +43,9 @@ _ABBREVIATIONS = frozenset(
 FIRST_PHRASE_MAX_WORDS = 4
 """The first phrase's length when no clause ends it sooner: Piper synthesizes four words in
 68 ms, six in 80; at one call on the Twilio path, the first audio came p95 136 ms after the
-first words with four and 215 with six (docs/cpu-budget.md)."""
+first words with four and 215 with six (docs/cpu-budget.md). hibari, the default voice since,
+takes 25, 28 and 32 ms of CPU for three, four and six words: four stays, since the length now
+costs the generator's time for the extra words, not the voice's (docs/voice.md)."""
 
 LATER_CLAUSE_MIN_WORDS = 6
 """A later phrase is cut at a comma only once it has this many words."""
