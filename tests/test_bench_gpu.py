@@ -70,6 +70,7 @@ def test_the_check_runs_every_section_on_cpu_and_writes_its_report(tmp_path: Pat
                 assert row["forwards_per_reply"] > row["steps_per_reply"]
                 assert 1 <= row["forwards_to_first_piece"]["p50_ms"] <= row["forwards_per_reply"]
                 assert row["ms_per_forward"] < row["ms_per_step"]
+                assert row["carry_blocks"] == 16  # measured on CUDA only
     assert {row["measure"] for row in report["embedded"]} >= {"eager step", "fixed-shape step"}
     markdown = (out / "report.md").read_text(encoding="utf-8")
     assert markdown.startswith("# GPU check on CPU")
@@ -77,7 +78,8 @@ def test_the_check_runs_every_section_on_cpu_and_writes_its_report(tmp_path: Pat
         assert heading in markdown
     assert "## Embedded model" in markdown
     assert (
-        "| forwards_to_first_piece | forwards_per_reply | ms_per_forward | setup_ms |" in markdown
+        "| forwards_to_first_piece | forwards_per_reply | ms_per_forward | setup_ms"
+        " | carry_blocks |" in markdown
     )
 
 

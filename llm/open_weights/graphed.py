@@ -152,6 +152,11 @@ class GraphedOpenWeightsDecoder(OpenWeightsDecoder):
         if self.device.type == "cuda":
             torch.cuda.synchronize(self.device)
 
+    @property
+    def carry_blocks(self) -> int:
+        """Prompt blocks carried by replays; more go through one eager forward."""
+        return self._carry_blocks
+
     @torch.inference_mode()
     def measure_carry_blocks(self, repeats: int = 3) -> int:
         """How many prompt blocks replays carry before one eager forward is the cheaper: the

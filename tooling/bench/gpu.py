@@ -271,7 +271,7 @@ def markdown(report: Report) -> str:
             lines += [f"Same tokens (2 turns, τ fixed): {family['agreement']}", ""]
         columns = ["decoder", "prefill", "first_piece", "whole_reply", "reply_tokens"]
         columns += ["steps_per_reply", "ms_per_step", "forwards_to_first_piece"]
-        columns += ["forwards_per_reply", "ms_per_forward", "setup_ms"]
+        columns += ["forwards_per_reply", "ms_per_forward", "setup_ms", "carry_blocks"]
         lines += _table(family["replies"], columns)
     if report.get("embedded"):
         lines += ["## Embedded model (llm/checkpoints/dllm.pt)", ""]

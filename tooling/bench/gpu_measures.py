@@ -270,12 +270,11 @@ def reply_row(model: OpenWeightsModel, variant: ReplyVariant, turns: int) -> Row
     setup_ms = round(1000 * (time.perf_counter() - started), 1)
     generator = DecoderTurnGenerator(decoder, model.chat, variant.options)
     measured = asyncio.run(_turns(generator, decoder, turns, variant.prefill))
-    return {
-        "decoder": variant.decoder,
-        "prefill": variant.prefill,
-        **measured,
-        "setup_ms": setup_ms,
-    }
+    row: Row = {"decoder": variant.decoder, "prefill": variant.prefill, **measured}
+    row["setup_ms"] = setup_ms
+    if isinstance(decoder, GraphedOpenWeightsDecoder):
+        row["carry_blocks"] = decoder.carry_blocks
+    return row
 
 
 def agreement_row(model: OpenWeightsModel, device: torch.device, reply_tokens: int) -> Row:
@@ -285,9 +284,13 @@ def agreement_row(model: OpenWeightsModel, device: torch.device, reply_tokens: i
     the eager decoder (reported, not required: its dense attention rounds bfloat16
     differently from the block-attention kernel)."""
     options = DecodingOptions(confidence_threshold=THRESHOLD, max_reply_tokens=reply_tokens)
+    captured = GraphedOpenWeightsDecoder(model, options, VirtualClock())
+    # The same carry limit (measured by the captured one on CUDA): a prompt carried by
+    # replays or by one eager forward rounds bfloat16 differently.
+    limit = captured.carry_blocks
     decoders = {
-        "captured": GraphedOpenWeightsDecoder(model, options, VirtualClock()),
-        "uncaptured": GraphedOpenWeightsDecoder(model, options, VirtualClock(), capture=False),
+        "captured": captured,
+        "uncaptured": GraphedOpenWeightsDecoder(model, options, VirtualClock(), False, limit),
         "eager": OpenWeightsDecoder(model, options, VirtualClock()),
     }
     replies: dict[str, list[list[int]]] = {name: [] for name in decoders}
