@@ -61,9 +61,14 @@ def adapters(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     folder = tmp_path_factory.mktemp("adapters")
     paths = {}
     for objective in ("ar", "bd"):
-        meta = {"objective": objective, "rank": RANK, "alpha": ALPHA, "base_sha256": SHA256}
-        meta["token_rows"] = [13, 16]
-        meta["block_size"] = BLOCK if objective == "bd" else None
+        meta: dict[str, object] = {
+            "objective": objective,
+            "rank": RANK,
+            "alpha": ALPHA,
+            "base_sha256": SHA256,
+            "token_rows": [13, 16],
+            "block_size": BLOCK if objective == "bd" else None,
+        }
         header = {"format": "cadence-lora-1", **{k: json.dumps(v) for k, v in meta.items()}}
         paths[objective] = folder / f"{objective}.safetensors"
         save_file(lora, paths[objective], metadata=header)
