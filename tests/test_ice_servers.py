@@ -19,7 +19,7 @@ from pydantic import ValidationError
 
 from cadence.pipeline.config import CadenceConfig
 from cadence.web.access import AccessConfigError
-from cadence.web.ice import IceServers
+from cadence.web.ice import ICEServers
 from cadence.web.server import CadenceServer
 
 TURN = "turn:turn.example.com:3478?transport=udp"
@@ -32,7 +32,7 @@ def config(servers: list[dict[str, Any]], policy: str = "all") -> CadenceConfig:
 
 
 def test_by_default_no_server_is_handed_to_either_peer() -> None:
-    ice = IceServers.from_environment(CadenceConfig(), environ={})
+    ice = ICEServers.from_environment(CadenceConfig(), environ={})
     servers = ice.for_call()
     assert servers == []
     rtc = ice.rtc_configuration(servers)
@@ -77,7 +77,7 @@ def test_long_term_credentials_come_from_the_environment() -> None:
         policy="relay",
     )
     environ = {"TURN_USER": "alice", "TURN_PASSWORD": "pa55word-of-alice"}
-    ice = IceServers.from_environment(settings, environ=environ)
+    ice = ICEServers.from_environment(settings, environ=environ)
     servers = ice.for_call()
     assert [s.page() for s in servers] == [
         {"urls": ["stun:stun.example.com:3478"]},
@@ -94,13 +94,13 @@ def test_long_term_credentials_come_from_the_environment() -> None:
     assert "pa55word" not in repr(servers) + repr(ice.__dict__)
 
     with pytest.raises(AccessConfigError, match=r"ice_servers\[1\]\.credential_env.*TURN_PASSWORD"):
-        IceServers.from_environment(settings, environ={"TURN_USER": "alice"})
+        ICEServers.from_environment(settings, environ={"TURN_USER": "alice"})
 
 
 def test_a_shared_secret_mints_credentials_for_each_call_as_coturn_checks_them() -> None:
     settings = config([{"urls": [TURN], "secret_env": "TURN_SECRET", "credential_ttl_s": 600}])
     now = [1_760_000_000.0]
-    ice = IceServers.from_environment(
+    ice = ICEServers.from_environment(
         settings, environ={"TURN_SECRET": "north-wind"}, clock=lambda: now[0]
     )
     [first] = ice.for_call()

@@ -1,4 +1,4 @@
-"""``IceServers``: the STUN and TURN servers of ``server.ice_servers`` with their credentials,
+"""``ICEServers``: the STUN and TURN servers of ``server.ice_servers`` with their credentials,
 as one call's two peers are given them — aiortc's ``RTCConfiguration`` for the server's peer,
 and the same list, as JSON, in the ``hello`` the page builds its ``RTCPeerConnection`` from.
 
@@ -26,7 +26,7 @@ from dataclasses import dataclass, field
 from aiortc import RTCConfiguration, RTCIceServer, RTCIceTransportPolicy
 
 from cadence.pipeline.config import CadenceConfig
-from cadence.pipeline.config.ice import IceServerConfig, IceTransportPolicy
+from cadence.pipeline.config.ice import ICEServerConfig, ICETransportPolicy
 from cadence.web.access import AccessConfigError
 
 TURN_USER = "cadence"
@@ -36,7 +36,7 @@ POLICIES = {"all": RTCIceTransportPolicy.ALL, "relay": RTCIceTransportPolicy.REL
 
 
 @dataclass(frozen=True)
-class IceServer:
+class ICEServer:
     """One server's URLs and the credentials a call uses with it (none for STUN)."""
 
     urls: tuple[str, ...]
@@ -69,18 +69,18 @@ class _Configured:
     ttl_s: int = 0
 
 
-class IceServers:
+class ICEServers:
     """The ICE servers of one server process, credentials included; ``for_call`` gives each
     call its list."""
 
     def __init__(
         self,
         servers: Sequence[_Configured] = (),
-        policy: IceTransportPolicy = "all",
+        policy: ICETransportPolicy = "all",
         clock: Callable[[], float] = time.time,
     ) -> None:
         self._servers = tuple(servers)
-        self.policy: IceTransportPolicy = policy
+        self.policy: ICETransportPolicy = policy
         self._clock = clock
 
     @classmethod
@@ -89,7 +89,7 @@ class IceServers:
         config: CadenceConfig,
         environ: Mapping[str, str] = os.environ,
         clock: Callable[[], float] = time.time,
-    ) -> IceServers:
+    ) -> ICEServers:
         """Raises ``AccessConfigError`` if a variable a server names is not set."""
         servers = [
             _resolve(index, server, environ)
@@ -97,7 +97,7 @@ class IceServers:
         ]
         return cls(servers, config.server.ice_transport_policy, clock)
 
-    def for_call(self) -> list[IceServer]:
+    def for_call(self) -> list[ICEServer]:
         """The servers for one call, with credentials minted for it where a secret is set."""
         now = int(self._clock())
         servers = []
@@ -105,10 +105,10 @@ class IceServers:
             username, credential = server.username, server.credential
             if server.secret is not None:
                 username, credential = minted_credentials(server.secret, now + server.ttl_s)
-            servers.append(IceServer(server.urls, username, credential))
+            servers.append(ICEServer(server.urls, username, credential))
         return servers
 
-    def rtc_configuration(self, servers: Sequence[IceServer]) -> RTCConfiguration:
+    def rtc_configuration(self, servers: Sequence[ICEServer]) -> RTCConfiguration:
         """aiortc's configuration for the server's peer: always a list, never aiortc's
         default STUN server."""
         return RTCConfiguration(
@@ -119,7 +119,7 @@ class IceServers:
             iceTransportPolicy=POLICIES[self.policy],
         )
 
-    def page(self, servers: Sequence[IceServer]) -> dict[str, object]:
+    def page(self, servers: Sequence[ICEServer]) -> dict[str, object]:
         """The ``hello`` fields from which the page builds its ``RTCPeerConnection``."""
         return {
             "ice_servers": [server.page() for server in servers],
@@ -127,7 +127,7 @@ class IceServers:
         }
 
 
-def _resolve(index: int, server: IceServerConfig, environ: Mapping[str, str]) -> _Configured:
+def _resolve(index: int, server: ICEServerConfig, environ: Mapping[str, str]) -> _Configured:
     def read(key: str, name: str | None) -> str | None:
         if name is None:
             return None

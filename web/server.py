@@ -41,7 +41,7 @@ from cadence.pipeline.config.schema import audiosocket_address
 from cadence.pipeline.events import EventHandler
 from cadence.pipeline.tools import Tool
 from cadence.web.access import AccessPolicy, Secrets, without_credentials
-from cadence.web.ice import IceServers
+from cadence.web.ice import ICEServers
 from cadence.web.metrics import ServerMetrics
 from cadence.web.request_body import BodyReadingConnection
 from cadence.web.routes import Routes
@@ -78,7 +78,7 @@ class CadenceServer:
         self.agent = Agent(config, tools)
         self.metrics = ServerMetrics()
         self.admission = Admission(
-            CallContext(self.agent, self.metrics, on_event, IceServers.from_environment(config))
+            CallContext(self.agent, self.metrics, on_event, ICEServers.from_environment(config))
         )
         self._websockets = {entry.path(config): entry for entry in WEBSOCKET_TRANSPORTS}
         self._routes = Routes(

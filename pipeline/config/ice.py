@@ -44,21 +44,21 @@ def _ice_url(url: str) -> str:
     return url
 
 
-IceURL = Annotated[str, AfterValidator(_ice_url)]
+ICEURL = Annotated[str, AfterValidator(_ice_url)]
 
 
 def is_turn(url: str) -> bool:
     return url.startswith("turn")
 
 
-class IceServerConfig(Options):
+class ICEServerConfig(Options):
     """One STUN or TURN server. A TURN server needs credentials, from the environment: either
     a long-term username and password (coturn's `user=`), or coturn's shared secret
     (`use-auth-secret`, `static-auth-secret=`), from which each call is given a username and
     password of its own that expire (the TURN REST API) — the better choice, since the page
     is handed the credentials and any visitor can read them."""
 
-    urls: list[IceURL] = Field(min_length=1)
+    urls: list[ICEURL] = Field(min_length=1)
     """`stun:HOST[:PORT]`, `turn:HOST[:PORT][?transport=udp|tcp]` or
     `turns:HOST[:PORT][?transport=tcp]` (port 3478, 5349 for `turns:`). The browser tries
     every URL; aiortc, in the server, uses the first STUN and the first TURN URL it can."""
@@ -76,7 +76,7 @@ class IceServerConfig(Options):
     within it; coturn lets an allocation made in time go on)."""
 
     @model_validator(mode="after")
-    def _credentials(self) -> IceServerConfig:
+    def _credentials(self) -> ICEServerConfig:
         long_term = (self.username_env is not None, self.credential_env is not None)
         if long_term[0] != long_term[1]:
             raise ValueError("username_env and credential_env go together")
@@ -94,4 +94,4 @@ class IceServerConfig(Options):
         return self
 
 
-IceTransportPolicy = Literal["all", "relay"]
+ICETransportPolicy = Literal["all", "relay"]

@@ -21,7 +21,7 @@ from pydantic import (
 from cadence.core.options import Options
 from cadence.llm.options import LLMOptions
 from cadence.llm.pretrained.options import LanguageModelOptions
-from cadence.pipeline.config.ice import IceServerConfig, IceTransportPolicy, is_turn
+from cadence.pipeline.config.ice import ICEServerConfig, ICETransportPolicy, is_turn
 from cadence.voice.tts import DEFAULT_VOICE, FIRST_PHRASE_MAX_WORDS
 
 
@@ -349,12 +349,12 @@ class ServerConfig(Options):
     page: PageConfig = PageConfig()
     """How the demo page describes the agent: its scope follows the turn generator
     (`models.llm`), so a configuration that changes one should change the other."""
-    ice_servers: list[IceServerConfig] = Field(default_factory=list)
+    ice_servers: list[ICEServerConfig] = Field(default_factory=list)
     """STUN and TURN servers for the browser's WebRTC call, handed to the server's peer and
     to the page (`pipeline/config/ice.py`; docs/web.md has a coturn example); empty = none
     is contacted, and only the machine's own addresses are offered, which a visitor behind
     NAT cannot reach."""
-    ice_transport_policy: IceTransportPolicy = "all"
+    ice_transport_policy: ICETransportPolicy = "all"
     """`relay`: both peers use TURN relays only, so the audio always goes through the TURN
     server and neither side's own address is offered (needs a TURN server above); `all`:
     every path ICE finds."""

@@ -36,7 +36,7 @@ from cadence.pipeline.events import EventHandler, HangUpEvent, SessionEvent
 from cadence.pipeline.pipeline import StageFailedError
 from cadence.pipeline.session import VoiceSession
 from cadence.pipeline.stages.playout import AudioOutput
-from cadence.web.ice import IceServers
+from cadence.web.ice import ICEServers
 from cadence.web.metrics import ErrorKind, ServerMetrics
 from cadence.web.outbox import Outbox
 from cadence.web.signaling import CloseCode
@@ -95,7 +95,7 @@ class CallContext:
     """The server's metrics: a trace sink of every session, and the count of errors."""
     on_event: EventHandler | None = None
     """Gets each event of every call's session, with the call's id."""
-    ice: IceServers = field(default_factory=IceServers)
+    ice: ICEServers = field(default_factory=ICEServers)
     """The STUN and TURN servers of a browser call (``server.ice_servers``), with their
     credentials."""
 

@@ -94,7 +94,7 @@ class WebRTCPeer:
         on_lost: Callable[[], None],
         configuration: RTCConfiguration | None = None,
     ) -> None:
-        """``configuration``: the ICE servers and policy (``IceServers.rtc_configuration``);
+        """``configuration``: the ICE servers and policy (``ICEServers.rtc_configuration``);
         ``None``: no ICE server (never aiortc's default one)."""
         self.name = name
         self.pc = RTCPeerConnection(configuration or RTCConfiguration(iceServers=[]))
