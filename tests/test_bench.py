@@ -8,7 +8,7 @@ import sys
 from pathlib import Path
 
 from cadence.pipeline.tracing import AnchorEvent, read_traces
-from cadence.tooling.report import ReportSummary
+from cadence.report import ReportSummary
 
 MANIFEST = Path(__file__).parent / "data" / "speech" / "manifest.jsonl"
 

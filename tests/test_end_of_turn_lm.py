@@ -14,6 +14,7 @@ import pytest
 import torch
 from typer.testing import CliRunner
 
+from cadence.cli.app import app
 from cadence.llm.pretrained import (
     INSTALL,
     Calibration,
@@ -27,7 +28,6 @@ from cadence.llm.pretrained.gguf_weights import read_gguf
 from cadence.llm.pretrained.turn_end import FEATURES
 from cadence.pipeline.config import EndOfTurnConfig
 from cadence.pipeline.end_of_turn import EndOfTurnDetector
-from cadence.tooling.cli.app import app
 from cadence.tooling.training.turn_end_lm import CalibrationRun, calibrate_turn_lm
 
 KEY = "models.lm.model"

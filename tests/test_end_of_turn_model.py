@@ -21,9 +21,10 @@ import numpy as np
 import pytest
 from typer.testing import CliRunner
 
+from cadence.cli.app import app
+from cadence.cli.turn_cmd import EXIT_BAD_INPUT
 from cadence.llm.dialogue import Turn
 from cadence.tooling.cli import turn_cmd
-from cadence.tooling.cli.app import app
 from cadence.tooling.training.corpus import Dialogue, write_dialogues
 from cadence.voice.turn import TextEndOfTurnModel, TextEndOfTurnModelError
 from cadence.voice.turn.features import FEATURE_VERSION
@@ -223,7 +224,7 @@ def test_a_missing_or_broken_weights_file_fails_at_load_with_its_name(tmp_path: 
         TextEndOfTurnModel.load(other)
 
     result = runner.invoke(app, ["turn-score", "--weights", str(missing)], input="hello\n")
-    assert result.exit_code == turn_cmd.EXIT_BAD_INPUT
+    assert result.exit_code == EXIT_BAD_INPUT
     assert "missing.npz" in result.output
 
 

@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).parents[1]
-PACKAGES = ["core", "kernels", "voice", "llm", "pipeline", "web", "tooling"]
+PACKAGES = ["core", "kernels", "voice", "llm", "pipeline", "web", "report", "cli", "tooling"]
 """The installed packages, from the ground floor up."""
 
 ACRONYMS = {
@@ -37,6 +37,12 @@ def _modules(package: str) -> list[Path]:
 def test_the_build_the_contract_and_the_folders_name_the_same_packages() -> None:
     project = tomllib.loads((ROOT / "pyproject.toml").read_text())
     assert project["tool"]["setuptools"]["packages"]["find"]["include"] == ["cadence*"]
+    assert project["tool"]["setuptools"]["packages"]["find"]["exclude"] == ["cadence.tooling*"]
+    lab = tomllib.loads((ROOT / "tooling" / "pyproject.toml").read_text())["tool"]["setuptools"]
+    lab_folders = sorted(p.parent for p in (ROOT / "tooling").rglob("__init__.py"))
+    assert lab["packages"] == [
+        ".".join(["cadence", *folder.relative_to(ROOT).parts]) for folder in lab_folders
+    ]
     contract = project["tool"]["importlinter"]
     assert contract["root_packages"] == ["cadence"]
     layers = next(c["layers"] for c in contract["contracts"] if c["type"] == "layers")

@@ -8,8 +8,8 @@ from pathlib import Path
 import llm_tiny
 from typer.testing import CliRunner
 
+from cadence.cli.app import app
 from cadence.llm.checkpoint import load_model
-from cadence.tooling.cli.app import app
 from cadence.tooling.training.corpus import read_dialogues, write_dialogues
 
 runner = CliRunner()

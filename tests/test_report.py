@@ -14,6 +14,7 @@ import pytest
 from matplotlib.image import imread
 from typer.testing import CliRunner
 
+from cadence.cli.app import app
 from cadence.core.clock import VirtualClock
 from cadence.pipeline.config import BudgetConfig
 from cadence.pipeline.frames import ToolOutcome
@@ -27,8 +28,7 @@ from cadence.pipeline.tracing import (
     TurnTrace,
 )
 from cadence.pipeline.tracing.turn_trace import Annotation
-from cadence.tooling.cli.app import app
-from cadence.tooling.report import (
+from cadence.report import (
     REPORT_FILE,
     RUN_FILE,
     SUMMARY_FILE,
@@ -36,7 +36,7 @@ from cadence.tooling.report import (
     VariantSummary,
     build_report,
 )
-from cadence.tooling.report.plots import PLOTS
+from cadence.report.plots import PLOTS
 
 A = AnchorEvent
 STT_SPANS = (-50.0, 50.0, 150.0, 250.0, 350.0)

@@ -25,6 +25,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from itertools import count, pairwise
 
+from cadence.core.stats import percentiles
 from cadence.llm import LLMOptions, OpenAIOptions
 from cadence.pipeline.agent import Agent
 from cadence.pipeline.config import CadenceConfig, ModelsConfig, ToolsConfig
@@ -32,7 +33,6 @@ from cadence.pipeline.session import SAMPLE_RATE
 from cadence.pipeline.tools import Tool, tool
 from cadence.pipeline.tracing import AnchorEvent, TurnTrace
 from cadence.tooling.bench.manifest import ManifestClip
-from cadence.tooling.bench.stats import percentiles
 from cadence.tooling.bench.turn_bench import answered_call, with_ground_truth
 from cadence.tooling.emulators.hearing import WINDOW_MS
 from cadence.tooling.emulators.openai import (

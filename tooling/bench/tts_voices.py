@@ -36,9 +36,9 @@ from typing import Any
 
 import numpy as np
 
+from cadence.core.stats import percentiles
 from cadence.pipeline.config import CadenceConfig
 from cadence.pipeline.model_loading import load_stt
-from cadence.tooling.bench.stats import percentiles
 from cadence.tooling.bench.voice_bench import measure_tts_first_audio
 from cadence.voice.audio import resample
 from cadence.voice.stt import word_error_rate

@@ -26,10 +26,10 @@ from typing import Any, TypeVar
 import numpy as np
 import psutil
 
+from cadence.core.stats import percentiles
 from cadence.pipeline.config import CadenceConfig
 from cadence.pipeline.model_loading import apply_thread_budget, load_turn_end_model
 from cadence.tooling.bench.paused_clips import Word, read_words
-from cadence.tooling.bench.stats import percentiles
 
 T = TypeVar("T")
 AGENT = "Thanks for calling. What can I do for you today?"

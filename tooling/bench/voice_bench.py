@@ -19,6 +19,7 @@ from typing import Any
 import numpy as np
 
 from cadence.core.clock import MonotonicClock
+from cadence.core.stats import percentiles
 from cadence.pipeline.config import CadenceConfig
 from cadence.pipeline.frames import (
     AudioInFrame,
@@ -35,7 +36,6 @@ from cadence.pipeline.model_loading import load_stt, load_tts
 from cadence.pipeline.pipeline import Pipeline
 from cadence.pipeline.stages import STTStage, TTSStage, VADStage
 from cadence.tooling.bench.manifest import ManifestClip
-from cadence.tooling.bench.stats import percentiles
 from cadence.voice.audio.speech_bounds import speech_bounds_ms
 from cadence.voice.audio.wavfile import read_audio
 from cadence.voice.stt import word_error_rate

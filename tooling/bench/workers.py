@@ -44,10 +44,10 @@ from typing import Any
 import psutil
 from websockets.exceptions import ConnectionClosed
 
+from cadence.core.stats import percentiles
 from cadence.pipeline.config import CadenceConfig
 from cadence.tooling.bench.manifest import ManifestClip
 from cadence.tooling.bench.runners import CallerClip, speak_and_listen
-from cadence.tooling.bench.stats import percentiles
 from cadence.tooling.emulators.hearing import first_heard_after
 from cadence.tooling.emulators.twilio import TwilioEmulator
 from cadence.web.signaling import CloseCode

@@ -1,2 +1,2 @@
-"""The ``cadence`` command line (``cadence.tooling.cli.app``). Each subcommand group lives in a
-module of its own."""
+"""The lab's subcommands of ``cadence`` (``cadence.tooling.cli.commands``), one module per
+command group."""

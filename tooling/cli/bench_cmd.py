@@ -15,9 +15,12 @@ import numpy as np
 import typer
 from rich.console import Console
 
+from cadence.cli.config_option import CONFIG_OPTION, load_config_or_exit
 from cadence.pipeline.config import BudgetConfig, CadenceConfig
 from cadence.pipeline.model_loading import load_tts
 from cadence.pipeline.tracing import TurnTrace
+from cadence.report import build_report
+from cadence.report.run_info import machine_description
 from cadence.tooling.bench.interruptions import (
     REAL_SHORT_WORDS,
     noise_sounds,
@@ -61,9 +64,6 @@ from cadence.tooling.bench.turn_taking import (
     write_report as write_turn_taking,
 )
 from cadence.tooling.bench.voice_bench import run_voice_bench, write_report
-from cadence.tooling.cli.config_option import CONFIG_OPTION, load_config_or_exit
-from cadence.tooling.report import build_report
-from cadence.tooling.report.run_info import machine_description
 from cadence.voice.audio import PCM16
 from cadence.voice.audio.wavfile import read_audio
 

@@ -8,9 +8,9 @@ from pathlib import Path
 
 import typer
 
+from cadence.cli.config_option import CONFIG_OPTION, load_config_or_exit
 from cadence.pipeline.config import TracingConfig
 from cadence.pipeline.session import SAMPLE_RATE
-from cadence.tooling.cli.config_option import CONFIG_OPTION, load_config_or_exit
 from cadence.tooling.converse import converse as run_conversation
 from cadence.voice.audio.wavfile import read_audio, write_wav
 

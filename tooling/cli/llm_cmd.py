@@ -10,7 +10,7 @@ import typer
 from rich.console import Console
 from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 
-from cadence.tooling.cli.config_option import CONFIG_OPTION, EXIT_BAD_CONFIG, load_config_or_exit
+from cadence.cli.config_option import CONFIG_OPTION, EXIT_BAD_CONFIG, load_config_or_exit
 
 DATA_DIR = Path("../shared/data/dialogue")
 DEFAULT_CORPORA = ("sgd_train", "taskmaster4", "woz2", "camrest676")

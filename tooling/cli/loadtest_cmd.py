@@ -17,10 +17,10 @@ from pathlib import Path
 import typer
 from rich.console import Console
 
+from cadence.cli.config_option import CONFIG_OPTION, load_config_or_exit
+from cadence.report.run_info import machine_description
+from cadence.tooling.bench.load_report import write_load_report
 from cadence.tooling.bench.manifest import read_manifest
-from cadence.tooling.cli.config_option import CONFIG_OPTION, load_config_or_exit
-from cadence.tooling.report.load_report import write_load_report
-from cadence.tooling.report.run_info import machine_description
 
 TRANSPORTS = ("twilio", "webrtc")
 

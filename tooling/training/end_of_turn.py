@@ -42,7 +42,7 @@ import numpy as np
 import numpy.typing as npt
 import torch
 
-from cadence.tooling.bench.stats import auc
+from cadence.core.stats import auc
 from cadence.tooling.training.corpus import read_dialogues
 from cadence.voice.turn.features import feature_names, hashed, words_of
 from cadence.voice.turn.text_model import TextEndOfTurnModel, save_weights

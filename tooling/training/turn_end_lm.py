@@ -28,10 +28,10 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
+from cadence.core.stats import auc
 from cadence.llm.pretrained import TurnEndModel
 from cadence.llm.pretrained.turn_end import FEATURES, Calibration
 from cadence.tooling.bench.paused_clips import UNFINISHED, normalised
-from cadence.tooling.bench.stats import auc
 from cadence.tooling.training.end_of_turn import UserTurn, user_turns, whole_turns
 from cadence.voice.turn.features import words_of
 

@@ -11,12 +11,12 @@ from typing import Any, Final
 
 from cadence.pipeline.config import BudgetConfig
 from cadence.pipeline.tracing import TurnTrace
-from cadence.tooling.report.aggregate import summarize
-from cadence.tooling.report.markdown import render_markdown
-from cadence.tooling.report.plots import PLOTS, write_plots
-from cadence.tooling.report.run_info import RunInfo, write_run_info
-from cadence.tooling.report.summary import ReportSummary
-from cadence.tooling.report.variants import group_by_variant
+from cadence.report.aggregate import summarize
+from cadence.report.markdown import render_markdown
+from cadence.report.plots import PLOTS, write_plots
+from cadence.report.run_info import RunInfo, write_run_info
+from cadence.report.summary import ReportSummary
+from cadence.report.variants import group_by_variant
 
 SUMMARY_FILE: Final = "summary.json"
 REPORT_FILE: Final = "report.md"

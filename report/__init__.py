@@ -3,9 +3,9 @@
 See ``docs/report.md`` for the files and what each trace must carry for each part.
 """
 
-from cadence.tooling.report.build import REPORT_FILE, SUMMARY_FILE, build_report
-from cadence.tooling.report.run_info import RUN_FILE, RunInfo, read_run_info
-from cadence.tooling.report.summary import (
+from cadence.report.build import REPORT_FILE, SUMMARY_FILE, build_report
+from cadence.report.run_info import RUN_FILE, RunInfo, read_run_info
+from cadence.report.summary import (
     SCHEMA_ID,
     DiscardedStats,
     LatencyStats,

@@ -26,8 +26,8 @@ from cadence.pipeline.tracing import (
     TurnTrace,
     turn_outcome,
 )
-from cadence.tooling.report.anchor import end_anchor, voice_to_voice_ms
-from cadence.tooling.report.stages import LABELS, STAGE_NAMES
+from cadence.report.anchor import end_anchor, voice_to_voice_ms
+from cadence.report.stages import LABELS, STAGE_NAMES
 
 WATERFALL_TURNS: Final = 40
 """At most this many turns in the waterfall (chosen evenly through the run), so it stays

@@ -13,6 +13,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+from cadence.core.stats import percentiles
 from cadence.pipeline.config import BudgetConfig
 from cadence.pipeline.tracing import (
     ANSWERED_IN_TIME,
@@ -24,10 +25,9 @@ from cadence.pipeline.tracing import (
     talked_over_by_ms,
     turn_outcome,
 )
-from cadence.tooling.bench.stats import percentiles
-from cadence.tooling.report.anchor import decision_to_sound_ms, end_anchor, voice_to_voice_ms
-from cadence.tooling.report.stages import STAGE_NAMES
-from cadence.tooling.report.summary import (
+from cadence.report.anchor import decision_to_sound_ms, end_anchor, voice_to_voice_ms
+from cadence.report.stages import STAGE_NAMES
+from cadence.report.summary import (
     TOOL_OUTCOMES,
     DiscardedStats,
     LatencyStats,
@@ -37,7 +37,7 @@ from cadence.tooling.report.summary import (
     TurnRow,
     VariantSummary,
 )
-from cadence.tooling.report.variants import group_by_variant, primary_variant
+from cadence.report.variants import group_by_variant, primary_variant
 from cadence.voice.stt import word_error_rate
 
 

@@ -11,11 +11,11 @@ import typer
 from rich.console import Console
 from rich.markup import escape
 
+from cadence.cli.config_option import load_config_or_exit
 from cadence.pipeline.config import BudgetConfig
 from cadence.pipeline.tracing import read_traces
-from cadence.tooling.cli.config_option import load_config_or_exit
-from cadence.tooling.report import REPORT_FILE, build_report, read_run_info
-from cadence.tooling.report.run_info import machine_description
+from cadence.report import REPORT_FILE, build_report, read_run_info
+from cadence.report.run_info import machine_description
 
 EXIT_NO_TRACES = 1
 """Exit status when the traces are missing, empty or not Cadence turn traces."""

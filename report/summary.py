@@ -12,7 +12,7 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from cadence.pipeline.frames import ToolOutcome
 from cadence.pipeline.tracing import TurnOutcome
-from cadence.tooling.report.stages import STAGE_NAMES
+from cadence.report.stages import STAGE_NAMES
 
 SCHEMA_ID: Final = "cadence.report/4"
 

@@ -14,12 +14,12 @@ from matplotlib.figure import Figure
 
 from cadence.pipeline.config import BudgetConfig
 from cadence.pipeline.tracing import TurnTrace
+from cadence.report.aggregate import summarize_variant
+from cadence.report.build import build_report
+from cadence.report.plots import save_figure
+from cadence.report.summary import VariantSummary
+from cadence.report.variants import group_by_variant
 from cadence.tooling.bench.load import LevelResult, level_name
-from cadence.tooling.report.aggregate import summarize_variant
-from cadence.tooling.report.build import build_report
-from cadence.tooling.report.plots import save_figure
-from cadence.tooling.report.summary import VariantSummary
-from cadence.tooling.report.variants import group_by_variant
 
 LOAD_REPORT = "load.md"
 MAX_ERRORS_LISTED = 10

@@ -16,9 +16,9 @@ import typer
 from pydantic import ValidationError
 from rich.console import Console
 
+from cadence.cli.config_option import CONFIG_OPTION, EXIT_BAD_CONFIG, load_config_or_exit
 from cadence.llm.checkpoint import CheckpointError
 from cadence.pipeline.config import CadenceConfig, ServerConfig, TelephonyConfig
-from cadence.tooling.cli.config_option import CONFIG_OPTION, EXIT_BAD_CONFIG, load_config_or_exit
 
 
 def serve(

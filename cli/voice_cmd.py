@@ -10,8 +10,8 @@ import numpy as np
 import typer
 from rich.console import Console
 
+from cadence.cli.config_option import CONFIG_OPTION, load_config_or_exit
 from cadence.pipeline.model_loading import load_stt, load_tts
-from cadence.tooling.cli.config_option import CONFIG_OPTION, load_config_or_exit
 from cadence.voice.audio import resample
 from cadence.voice.audio.wavfile import AudioFileError, read_audio, write_wav
 from cadence.voice.model_errors import ModelUnavailableError

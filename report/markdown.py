@@ -8,8 +8,8 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 
 from cadence.pipeline.tracing import VOICE_TO_VOICE, TurnOutcome
-from cadence.tooling.report.stages import LABELS, STAGE_NAMES
-from cadence.tooling.report.summary import LatencyStats, ReportSummary, VariantSummary
+from cadence.report.stages import LABELS, STAGE_NAMES
+from cadence.report.summary import LatencyStats, ReportSummary, VariantSummary
 
 _V2V = VOICE_TO_VOICE.name
 

@@ -7,8 +7,8 @@ from pathlib import Path
 import typer
 from rich.console import Console
 
+from cadence.cli.config_option import load_config_or_exit
 from cadence.pipeline.config import render_config, render_defaults
-from cadence.tooling.cli.config_option import load_config_or_exit
 
 app = typer.Typer(help="Validate and print configurations.", no_args_is_help=True)
 
