@@ -7,20 +7,18 @@ from __future__ import annotations
 
 import asyncio
 import threading
-from collections.abc import AsyncGenerator, Sequence
 
 import numpy as np
 import pytest
 import torch
 from models import synthesizer, transcriber
 from speech_data import clip
+from stub_generators import ScriptedGenerator
 
 from cadence.core.clock import VirtualClock
 from cadence.core.priority import URGENT_WORK, Priority, PriorityWorker, UrgentWork
-from cadence.llm import DecoderTurnGenerator, Turn
+from cadence.llm import DecoderTurnGenerator
 from cadence.llm.cached_decoder import CachedDecoder
-from cadence.llm.emission import ReplyPiece
-from cadence.llm.tools import ToolChoice, ToolSpec
 from cadence.pipeline.agent import Agent
 from cadence.pipeline.config import (
     CadenceConfig,
@@ -232,30 +230,8 @@ async def test_a_first_phrase_goes_before_another_calls_later_phrases() -> None:
 # --- the turn engine: the rest of the reply waits for the first phrase --------------------
 
 FIRST, REST = "Sure, I can do that.", " The table for two is booked at seven tonight."
-
-
-class TwoPieceGenerator:
-    """Answers with two pieces and logs when each is asked for."""
-
-    def __init__(self, log: list[str]) -> None:
-        self._log = log
-
-    async def prefill(self, history: Sequence[Turn]) -> None:
-        return None
-
-    async def stream(
-        self,
-        history: Sequence[Turn],
-        tools: Sequence[ToolSpec] = (),
-        tool_choice: ToolChoice = "auto",
-    ) -> AsyncGenerator[ReplyPiece, None]:
-        self._log.append("first piece generated")
-        yield ReplyPiece(FIRST, 0.0)
-        self._log.append("rest generated")
-        yield ReplyPiece(REST, 0.0)
-
-    async def aclose(self) -> None:
-        return None
+GENERATED = {FIRST: "first piece generated", REST: "rest generated"}
+"""What the log says as the generator makes each piece."""
 
 
 class PhraseLog:
@@ -273,7 +249,9 @@ async def test_the_first_phrase_is_synthesized_before_the_rest_is_generated() ->
     assert URGENT_WORK.count == 0
     clock, log, ledger = VirtualClock(), list[str](), PlaybackLedger()
     turn = TurnStage(
-        TwoPieceGenerator(log),
+        ScriptedGenerator(
+            clock, [((FIRST, REST), ())], on_piece=lambda text: log.append(GENERATED[text])
+        ),
         clock=clock,
         ledger=ledger,
         config=TurnConfig(end_of_turn=EndOfTurnConfig(model="punctuation")),

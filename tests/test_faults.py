@@ -12,19 +12,19 @@ import json
 import signal
 import subprocess
 import sys
-from collections.abc import AsyncGenerator, AsyncIterator, Callable, Sequence
+from collections.abc import AsyncIterator, Callable
 from pathlib import Path
 
 import numpy as np
 import pytest
 from speech_data import clip
+from stub_generators import GatedGenerator
 from twilio_phone import TwilioPhone
 from web_harness import wait_until, web_config
 
 from cadence.core.clock import MonotonicClock
 from cadence.core.priority import Priority
-from cadence.llm import ReplyPiece, Turn, TurnGenerator, create_generator
-from cadence.llm.tools import ToolChoice, ToolSpec
+from cadence.llm import TurnGenerator, create_generator
 from cadence.pipeline.config import CadenceConfig, FaultsConfig, TracingConfig
 from cadence.pipeline.model_loading import load_stt, load_tts
 from cadence.pipeline.pipeline import StageFailedError
@@ -202,30 +202,10 @@ class Fault:
             raise RuntimeError("injected fault")
         await asyncio.Event().wait()  # hangs until cancelled
 
-
-class FaultyGenerator:
-    """The real generator, but a reply fails while the fault is on."""
-
-    def __init__(self, real: TurnGenerator, fault: Fault) -> None:
-        self._real = real
-        self._fault = fault
-
-    async def prefill(self, history: Sequence[Turn]) -> None:
-        await self._real.prefill(history)
-
-    async def stream(
-        self,
-        history: Sequence[Turn],
-        tools: Sequence[ToolSpec] = (),
-        tool_choice: ToolChoice = "auto",
-    ) -> AsyncGenerator[ReplyPiece, None]:
-        if self._fault.on:
-            await self._fault.strike()
-        async for piece in self._real.stream(history, tools, tool_choice):
-            yield piece
-
-    async def aclose(self) -> None:
-        await self._real.aclose()
+    async def gate(self) -> None:
+        """Before each reply of a ``GatedGenerator``: strike while the fault is on."""
+        if self.on:
+            await self.strike()
 
 
 def fault_config(stage: str) -> CadenceConfig:
@@ -246,12 +226,13 @@ class Call:
         self.caller = SimulatedCaller(self.session)
 
     async def until_heard(self, replies: int) -> None:
-        """Stay silent until ``replies`` replies have been heard (or a minute: on a busy
-        machine the answer takes its time, and the assertions after say what is missing)."""
+        """Stay silent until ``replies`` replies have been heard: at most a minute, however
+        busy the machine (the bound only keeps a broken test from hanging)."""
         for _ in range(600):
             if len(self.output.reply_indices()) >= replies:
                 return
             await self.caller.pause(100)
+        raise AssertionError(f"not within 60 s: {replies} replies heard")
 
     async def two_turns(self, fault: Fault) -> tuple[TurnTrace, list[TurnTrace]]:
         """A question while the fault is on, another once it is off and the first answer is
@@ -302,7 +283,7 @@ async def test_a_failed_transcription_asks_the_caller_to_repeat_and_the_call_goe
 async def test_a_failed_generator_speaks_the_fallback_and_the_call_goes_on(mode: str) -> None:
     config = fault_config("llm")
     fault = Fault(mode)
-    call = Call(config, FaultyGenerator(create_generator(config.models.llm), fault))
+    call = Call(config, GatedGenerator(create_generator(config.models.llm), fault.gate))
     first, rest = await call.two_turns(fault)
     expected = f"no reply text for {LIMIT_MS} ms" if mode == "hang" else "the generator failed"
     assert expected in str(first.annotations["llm_error"])

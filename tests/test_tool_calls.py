@@ -12,7 +12,7 @@ import json
 import re
 import subprocess
 import sys
-from collections.abc import AsyncGenerator, AsyncIterator, Callable, Sequence
+from collections.abc import AsyncIterator, Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Annotated, Any
@@ -20,13 +20,12 @@ from typing import Annotated, Any
 import pytest
 from openai_service import FAULT_LIMIT_MS, LIMIT_MS, settings
 from pydantic import Field
+from stub_generators import ScriptedGenerator
 from turn_engine import WAIT_S, Engine, engine_of
 
 from cadence.core.clock import MonotonicClock, VirtualClock
-from cadence.llm import ReplyPiece, Turn
 from cadence.llm.dialogue import ToolCall
 from cadence.llm.remote import create_openai_generator
-from cadence.llm.tools import ToolChoice, ToolSpec
 from cadence.pipeline.config import (
     CadenceConfig,
     ToolsConfig,
@@ -494,35 +493,6 @@ async def test_tool_calls_are_in_the_turns_trace(
 
 
 # --- timing, on a virtual clock --------------------------------------------------------------
-
-
-class ScriptedGenerator:
-    """Answers each request with the next of ``rounds``: words, then calls (if any); records
-    what it was asked."""
-
-    def __init__(self, clock: VirtualClock, rounds: list[tuple[str, tuple[ToolCall, ...]]]) -> None:
-        self._clock = clock
-        self._rounds = rounds
-        self.requests: list[tuple[list[Turn], ToolChoice]] = []
-
-    async def prefill(self, history: Sequence[Turn]) -> None:
-        return None
-
-    async def stream(
-        self,
-        history: Sequence[Turn],
-        tools: Sequence[ToolSpec] = (),
-        tool_choice: ToolChoice = "auto",
-    ) -> AsyncGenerator[ReplyPiece, None]:
-        self.requests.append((list(history), tool_choice))
-        text, calls = self._rounds.pop(0)
-        if text:
-            yield ReplyPiece(text, self._clock.now_ms())
-        if calls:
-            yield ReplyPiece("", self._clock.now_ms(), tool_calls=calls)
-
-    async def aclose(self) -> None:
-        return None
 
 
 async def settle() -> None:

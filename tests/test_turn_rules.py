@@ -8,15 +8,13 @@ the real speech through the real models is in ``test_turn_taking.py``.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncGenerator, AsyncIterator, Sequence
+from collections.abc import AsyncIterator
 from dataclasses import dataclass
 
 import pytest
+from stub_generators import ScriptedGenerator
 
 from cadence.core.clock import VirtualClock
-from cadence.llm import Turn
-from cadence.llm.emission import ReplyPiece
-from cadence.llm.tools import ToolChoice, ToolSpec
 from cadence.pipeline.config import EndOfTurnConfig, TurnConfig
 from cadence.pipeline.end_of_turn import EndOfTurnDetector, end_of_turn_wait_ms
 from cadence.pipeline.frames import (
@@ -36,27 +34,6 @@ from cadence.pipeline.stage import Stage
 from cadence.pipeline.stages.turn import TurnStage
 
 REPLY = "Sure, I can help with that."
-
-
-class CannedGenerator:
-    """Answers every turn with ``REPLY`` at once."""
-
-    def __init__(self, clock: VirtualClock) -> None:
-        self._clock = clock
-
-    async def prefill(self, history: Sequence[Turn]) -> None:
-        return None
-
-    async def stream(
-        self,
-        history: Sequence[Turn],
-        tools: Sequence[ToolSpec] = (),
-        tool_choice: ToolChoice = "auto",
-    ) -> AsyncGenerator[ReplyPiece, None]:
-        yield ReplyPiece(REPLY, self._clock.now_ms())
-
-    async def aclose(self) -> None:
-        return None
 
 
 class Recorder:
@@ -117,7 +94,7 @@ async def engine(request: pytest.FixtureRequest) -> AsyncIterator[Engine]:
     config: TurnConfig = getattr(request, "param", TurnConfig(end_of_turn=END_OF_TURN))
     clock, ledger, gate, seen = VirtualClock(), PlaybackLedger(), PlayoutGate(), Recorder()
     stage = TurnStage(
-        CannedGenerator(clock),
+        ScriptedGenerator(clock, [(REPLY, ())], cycle=True),  # every turn: REPLY, at once
         clock=clock,
         ledger=ledger,
         config=config,
