@@ -40,7 +40,7 @@ from urllib.parse import parse_qs, urlsplit
 from websockets.http11 import Request
 
 from cadence.pipeline.config import CadenceConfig
-from cadence.pipeline.config.schema import DEFAULT_PORTS, public_origin
+from cadence.pipeline.config.server import DEFAULT_PORTS, public_origin
 
 SIGNATURE_HEADER = "X-Twilio-Signature"
 TOKEN_PARAMETER = "token"

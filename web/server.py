@@ -37,7 +37,7 @@ from websockets.http11 import Request, Response
 
 from cadence.pipeline.agent import Agent
 from cadence.pipeline.config import CadenceConfig
-from cadence.pipeline.config.schema import audiosocket_address
+from cadence.pipeline.config.server import audiosocket_address
 from cadence.pipeline.events import EventHandler
 from cadence.pipeline.tools import Tool
 from cadence.web.access import AccessPolicy, Secrets, without_credentials

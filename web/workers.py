@@ -42,7 +42,7 @@ from types import FrameType
 from prometheus_client import multiprocess
 
 from cadence.pipeline.config import CadenceConfig
-from cadence.pipeline.config.schema import audiosocket_address
+from cadence.pipeline.config.server import audiosocket_address
 from cadence.web.metrics import MULTIPROCESS_DIR_ENV
 
 logger = logging.getLogger(__name__)

@@ -9,10 +9,7 @@ from cadence.pipeline.config.schema import (
     FaultsConfig,
     InterruptionConfig,
     ModelsConfig,
-    PageConfig,
-    ServerConfig,
     STTConfig,
-    TelephonyConfig,
     ThreadsConfig,
     ToolsConfig,
     TracingConfig,
@@ -21,6 +18,7 @@ from cadence.pipeline.config.schema import (
     UnknownOverlayError,
     VADConfig,
 )
+from cadence.pipeline.config.server import PageConfig, ServerConfig, TelephonyConfig
 
 __all__ = [
     "BudgetConfig",

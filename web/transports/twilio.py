@@ -26,25 +26,22 @@ stream that cannot work (no ``streamSid``, a media format other than μ-law 8 kH
 closed with the reason, and so is one that keeps sending garbage, or more messages than its
 rate allows.
 
-Twilio is pointed at the stream by TwiML; ``twiml`` serves it on ``<twilio_path>/twiml``,
-behind Twilio's request signature when its auth token is configured (``web/access.py``).
+Twilio is pointed at the stream by TwiML, which ``twiml.py`` serves on
+``<twilio_path>/twiml``, behind Twilio's request signature when its auth token is configured
+(``web/access.py``).
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
-import functools
 import logging
 import re
 from collections.abc import Callable
-from http import HTTPStatus
-from urllib.parse import parse_qs, urlsplit
-from xml.sax.saxutils import quoteattr
 
 from websockets.asyncio.server import ServerConnection
 from websockets.exceptions import ConnectionClosed
-from websockets.http11 import Request, Response
+from websockets.http11 import Request
 
 from cadence.pipeline.config import CadenceConfig, UnknownOverlayError
 from cadence.pipeline.frames import AudioOutFrame
@@ -54,7 +51,6 @@ from cadence.voice.audio import ulaw_decode, ulaw_encode
 from cadence.web.access import AccessPolicy, Refusal
 from cadence.web.metrics import ErrorKind, ServerMetrics
 from cadence.web.rate_limit import MessageRate
-from cadence.web.routes import Form, HTTPRoute, response, text_response
 from cadence.web.serializers.twilio import (
     SAMPLE_RATE,
     ClearMessage,
@@ -75,6 +71,7 @@ from cadence.web.signaling import CloseCode
 from cadence.web.transports.admission import Admission, Unavailable
 from cadence.web.transports.call import CallContext, WebsocketCall
 from cadence.web.transports.entry import WebsocketEntry
+from cadence.web.transports.twiml import twiml_routes
 
 logger = logging.getLogger(__name__)
 
@@ -87,9 +84,6 @@ MAX_BAD_MESSAGES = 50
 MAX_QUEUED_MESSAGES = 500
 """Messages waiting for a Twilio that is not reading (5 s of reply audio with its marks);
 past this the call is ended rather than buffering without limit."""
-
-TWIML_METHODS = frozenset({"GET", "HEAD", "POST"})
-"""Twilio fetches a number's webhook with ``POST`` unless told ``GET`` in its console."""
 
 STREAM_SID = re.compile(r"[A-Za-z0-9_-]{1,64}")
 """What a stream id may look like (Twilio's are ``MZ`` and 32 hex digits); it names the call
@@ -372,29 +366,6 @@ async def accept(websocket: ServerConnection, admission: Admission) -> None:
 # --- what the server routes -------------------------------------------------------------------
 
 
-def twiml(access: AccessPolicy, request: Request, form: Form, *, stream_path: str) -> Response:
-    """The TwiML that connects a call to this server's Media Stream (docs/security.md), to
-    Twilio's ``GET`` or ``POST`` (whose ``form`` — the call's details — it does not need); an
-    ``overlay`` query parameter becomes the stream's parameter of that name. Nothing
-    follows the ``<Connect>``: once the stream is closed the call ends, which is how the agent
-    hangs up (``TwilioCall.hang_up``)."""
-    base = access.public_url(request, scheme="wss")
-    if base is None:
-        return text_response(HTTPStatus.BAD_REQUEST, "no Host to point the stream at")
-    overlay = parse_qs(urlsplit(request.path).query).get("overlay", [])[:1]
-    parameters = "".join(
-        f'<Parameter name="overlay" value={quoteattr(name)}/>'
-        for name in overlay
-        if name.isprintable()  # nothing XML cannot carry
-    )
-    url = quoteattr(base + stream_path)
-    document = (
-        '<?xml version="1.0" encoding="UTF-8"?>\n'
-        f"<Response><Connect><Stream url={url}>{parameters}</Stream></Connect></Response>\n"
-    )
-    return response(HTTPStatus.OK, document.encode(), "text/xml; charset=utf-8")
-
-
 def _stream_path(config: CadenceConfig) -> str:
     return config.telephony.twilio_path
 
@@ -405,14 +376,5 @@ def _check(access: AccessPolicy, request: Request) -> Refusal | None:
     return access.websocket(request, twilio=True)
 
 
-def _routes(stream_path: str) -> dict[str, HTTPRoute]:
-    """The TwiML webhook, beside the stream, by ``GET`` or ``POST`` (Twilio's default): only
-    Twilio's signed requests fetch it when its auth token is configured (Twilio cannot send
-    our token)."""
-    respond = functools.partial(twiml, stream_path=stream_path)
-    route = HTTPRoute(check=AccessPolicy.twiml, respond=respond, methods=TWIML_METHODS)
-    return {f"{stream_path.rstrip('/')}/twiml": route}
-
-
-ENTRY = WebsocketEntry(path=_stream_path, check=_check, accept=accept, routes=_routes)
+ENTRY = WebsocketEntry(path=_stream_path, check=_check, accept=accept, routes=twiml_routes)
 """The Media Stream websocket and its TwiML webhook, as the server routes them."""
