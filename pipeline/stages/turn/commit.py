@@ -15,31 +15,22 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass
 
 from cadence.core.clock import Clock
 from cadence.pipeline.end_of_turn import EndOfTurnDetector
 from cadence.pipeline.stage import Stage
-
-
-@dataclass(frozen=True)
-class EndOfTurnScore:
-    """What the detector made of the turn's words: traced with the commit."""
-
-    p: float | None = None
-    """P(the utterance is complete); None for a turn the engine commits at once (a request
-    to repeat)."""
-    wait_ms: float = 0.0
-    """The silence it asked for, from the end of speech."""
-    scored_ms: float = 0.0
-    """How long the score took to come (0 when ``listen`` had it ready)."""
+from cadence.pipeline.stages.turn.history import History
+from cadence.pipeline.stages.turn.reply import EndOfTurnScore, Reply
 
 
 class TurnCommitter:
-    def __init__(self, stage: Stage, detector: EndOfTurnDetector, *, clock: Clock) -> None:
+    def __init__(
+        self, stage: Stage, detector: EndOfTurnDetector, *, clock: Clock, history: History
+    ) -> None:
         self._stage = stage
         self._detector = detector
         self._clock = clock
+        self._history = history
         self._open_words = ""
         """Words of the user turn still open (it may span several utterances)."""
         self.speech_end_ms = 0.0
@@ -59,28 +50,26 @@ class TurnCommitter:
         """The turn was committed: the next utterance begins a new one."""
         self._open_words = ""
 
-    def prepare(self, agent_text: str | None) -> None:
+    def prepare(self) -> None:
         """The caller began a turn: the detector readies its context (the agent's words)."""
+        agent_text = self._history.agent_text()
         self._stage.spawn(self._detector.prepare(agent_text), name="end-of-turn-prefill")
 
-    def listen(self, text: str, *, agent_text: str | None, urgent: bool) -> None:
+    def listen(self, text: str, *, urgent: bool) -> None:
         """Score a transcript before the final one, so the final finds its score ready."""
+        agent_text = self._history.agent_text()
         listening = self._detector.listen(text, agent_text=agent_text, urgent=urgent)
         self._stage.spawn(listening, name="end-of-turn-listen")
 
-    async def score(self, text: str, *, agent_text: str | None) -> EndOfTurnScore:
-        """P(the turn ``text`` is complete), and the wait it calls for."""
+    async def commit_when_due(self, reply: Reply, commit: Callable[[], Awaitable[None]]) -> None:
+        """``commit`` once the end-of-turn wait ``reply``'s words call for has passed since the
+        end of speech — at once if it has — unless ``cancel`` comes first."""
+        agent_text = self._history.agent_text()
         asked_ms = self._clock.now_ms()
-        p = await self._detector.probability(text, agent_text=agent_text)
+        p = await self._detector.probability(reply.user_text, agent_text=agent_text)
         scored_ms = self._clock.now_ms() - asked_ms
-        return EndOfTurnScore(p, self._detector.wait_ms(p), scored_ms)
-
-    async def commit_when_due(
-        self, score: EndOfTurnScore, commit: Callable[[], Awaitable[None]]
-    ) -> None:
-        """``commit`` once ``score``'s wait has passed since the end of speech — at once if it
-        has — unless ``cancel`` comes first."""
-        due_ms = self.speech_end_ms + score.wait_ms
+        reply.end_of_turn = EndOfTurnScore(p, self._detector.wait_ms(p), scored_ms)
+        due_ms = self.speech_end_ms + reply.end_of_turn.wait_ms
         if due_ms > self._clock.now_ms():
             self._due = self._stage.spawn(self._commit_at(due_ms, commit), name="end-of-turn-wait")
         else:

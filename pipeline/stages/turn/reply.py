@@ -32,7 +32,20 @@ from enum import Enum
 
 from cadence.llm import Turn
 from cadence.llm.dialogue import ToolCall
-from cadence.pipeline.stages.turn.commit import EndOfTurnScore
+from cadence.pipeline.frames import SpeculationDiscardedFrame, TurnCommittedFrame
+
+
+@dataclass(frozen=True)
+class EndOfTurnScore:
+    """What the detector made of the turn's words: traced with the commit."""
+
+    p: float | None = None
+    """P(the utterance is complete); None for a turn the engine commits at once (a request
+    to repeat)."""
+    wait_ms: float = 0.0
+    """The silence it asked for, from the end of speech."""
+    scored_ms: float = 0.0
+    """How long the score took to come (0 when ``listen`` had it ready)."""
 
 
 class ReplyState(Enum):
@@ -184,6 +197,25 @@ class Reply:
         for task in tasks:
             task.cancel()
         await asyncio.gather(*tasks, return_exceptions=True)
+
+    def committed_frame(self, at_ms: float, speech_end_ms: float) -> TurnCommittedFrame:
+        """What the commit says (and the trace keeps): the turn's words, and why now."""
+        return TurnCommittedFrame(
+            reply_index=self.index,
+            at_ms=at_ms,
+            user_text=self.user_text,
+            speech_end_ms=speech_end_ms,
+            transcript_at_ms=self.transcript_at_ms,
+            end_of_turn_p=self.end_of_turn.p,
+            wait_ms=self.end_of_turn.wait_ms,
+            scored_ms=self.end_of_turn.scored_ms,
+        )
+
+    def discarded_frame(self, ended_ms: float, reason: str) -> SpeculationDiscardedFrame:
+        """What the trace keeps of a reply thrown away unheard: generation, wasted."""
+        return SpeculationDiscardedFrame(
+            kind="llm_generation", started_ms=self.started_ms, ended_ms=ended_ms, reason=reason
+        )
 
     # --- the words --------------------------------------------------------------------------
 

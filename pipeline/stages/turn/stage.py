@@ -26,13 +26,11 @@ from cadence.pipeline.frames import (
     FinalTranscriptFrame,
     Frame,
     PartialTranscriptFrame,
-    SpeculationDiscardedFrame,
     SpeculativeTranscriptFrame,
     SpeechResumedFrame,
     SpeechStartFrame,
     StopReplyFrame,
     TranscriptFailedFrame,
-    TurnCommittedFrame,
     TurnWithdrawnFrame,
 )
 from cadence.pipeline.playback_ledger import PlaybackLedger
@@ -86,7 +84,7 @@ class TurnStage(Stage):
         self.keypad = Keypad()
         """The keys the caller pressed, for the tools."""
         self._history = History()
-        self._committer = TurnCommitter(self, end_of_turn, clock=clock)
+        self._committer = TurnCommitter(self, end_of_turn, clock=clock, history=self._history)
         self._judge = InterruptionJudge(
             self,
             config=config.interruption,
@@ -143,7 +141,7 @@ class TurnStage(Stage):
                 await self._on_speech(frame.at_ms, new_utterance=True)
                 if self._reply is None:
                     self.spawn(self._generator.prefill(self.history), name="prefill")
-                    self._committer.prepare(self._history.agent_text())
+                    self._committer.prepare()
             case SpeechResumedFrame():
                 await self.push(frame)
                 await self._on_speech(frame.at_ms, new_utterance=False)
@@ -155,14 +153,14 @@ class TurnStage(Stage):
                 if self._judge.judging and await self._judge.hear(frame.text):
                     return
                 text = self._committer.joined(frame.text)
-                self._listen(text, urgent=True)
+                self._committer.listen(text, urgent=True)
                 wanted = self._config.speculation and frame.text.strip()
                 if wanted and not self._judge.ignoring and not is_hold_request(text):
                     await self._answer(text, frame.at_ms)
             case PartialTranscriptFrame():
                 await self.push(frame)
                 if not self._judge.judging and not self._judge.ignoring:
-                    self._listen(self._committer.joined(frame.text), urgent=False)
+                    self._committer.listen(self._committer.joined(frame.text), urgent=False)
             case FinalTranscriptFrame():
                 await self.push(frame)
                 await self._on_final(frame)
@@ -201,7 +199,7 @@ class TurnStage(Stage):
         if self._reply is None or self._reply.user_text != text:
             await self._answer(text, frame.at_ms)
         assert self._reply is not None
-        await self._commit_when_due(self._reply)
+        await self._committer.commit_when_due(self._reply, self._commit)
 
     async def _on_speech(self, at_ms: float, *, new_utterance: bool) -> None:
         """The caller is speaking: no commit at the end of the wait, and the live reply meets
@@ -237,23 +235,18 @@ class TurnStage(Stage):
         if not self._config.hold_reply:
             self._committer.keep_words(text)
             return
-        reply = self._new_reply(text, at_ms)
-        reply.generation = self.spawn(
-            self._speaker.say(reply, self._config.hold_reply), name="hold-reply"
-        )
+        reply = self._fixed_reply(text, at_ms, self._config.hold_reply, name="hold-reply")
         # "Hold on," may be the start of "hold on, let me find my card": the acknowledgement
         # waits as any reply does, and is dropped if the caller goes on.
-        await self._commit_when_due(reply)
+        await self._committer.commit_when_due(reply, self._commit)
 
     async def _ask_to_repeat(self, at_ms: float) -> None:
         """The caller's words were lost: ask for them again, as a committed turn of its own."""
         self._committer.cancel()
         if self._reply is not None:
             await self._drop(self._reply, reason="transcription failed")
-        reply = self._new_reply("", at_ms, in_history=False)
-        reply.generation = self.spawn(
-            self._speaker.say(reply, self._faults.transcript_fallback), name="ask-to-repeat"
-        )
+        words = self._faults.transcript_fallback
+        self._fixed_reply("", at_ms, words, name="ask-to-repeat", in_history=False)
         await self._commit()
 
     async def _stop_reply(self, at_ms: float) -> None:
@@ -276,6 +269,14 @@ class TurnStage(Stage):
         self._reply = reply
         return reply
 
+    def _fixed_reply(
+        self, user_text: str, at_ms: float, words: str, *, name: str, in_history: bool = True
+    ) -> Reply:
+        """A reply of fixed ``words`` (not the generator's) to ``user_text``."""
+        reply = self._new_reply(user_text, at_ms, in_history=in_history)
+        reply.generation = self.spawn(self._speaker.say(reply, words), name=name)
+        return reply
+
     async def _answer(self, user_text: str, transcript_at_ms: float) -> None:
         """Start generating the reply to ``user_text`` (dropping a reply to other words)."""
         if self._reply is not None:
@@ -286,13 +287,6 @@ class TurnStage(Stage):
             self._generation.generate(reply, prompt), name=f"reply-{reply.index}"
         )
 
-    async def _commit_when_due(self, reply: Reply) -> None:
-        """Commit once the end-of-turn wait ``reply``'s words call for has passed since the
-        end of speech — at once if it has — unless the caller speaks first (``_on_speech``)."""
-        agent_text = self._history.agent_text()
-        reply.end_of_turn = await self._committer.score(reply.user_text, agent_text=agent_text)
-        await self._committer.commit_when_due(reply.end_of_turn, self._commit)
-
     async def _commit(self) -> None:
         """The caller's turn is over: the live reply may be heard, and the history has it."""
         reply = self._reply
@@ -302,18 +296,8 @@ class TurnStage(Stage):
         if reply.in_history:
             self._committer.turn_closed()
             self._history.open_turn(reply)
-        await self.push(
-            TurnCommittedFrame(
-                reply_index=reply.index,
-                at_ms=self._clock.now_ms(),
-                user_text=reply.user_text,
-                speech_end_ms=self._committer.speech_end_ms,
-                transcript_at_ms=reply.transcript_at_ms,
-                end_of_turn_p=reply.end_of_turn.p,
-                wait_ms=reply.end_of_turn.wait_ms,
-                scored_ms=reply.end_of_turn.scored_ms,
-            )
-        )
+        speech_end_ms = self._committer.speech_end_ms
+        await self.push(reply.committed_frame(self._clock.now_ms(), speech_end_ms))
 
     async def _barge_in(self, reply: Reply, at_ms: float) -> None:
         """Cut the reply being heard: the history keeps the words heard, its calls and their
@@ -342,23 +326,13 @@ class TurnStage(Stage):
         await self._stop(reply, reason=reason)
         self._ledger.forget(reply.index)
         await self._tools.trace_abandoned(reply, abandoned)
-        await self.push(
-            SpeculationDiscardedFrame(
-                kind="llm_generation",
-                started_ms=reply.started_ms,
-                ended_ms=self._clock.now_ms(),
-                reason=reason,
-            )
-        )
+        await self.push(reply.discarded_frame(self._clock.now_ms(), reason))
         await self._ender.after_cut(reply)
 
     async def _stop(self, reply: Reply, *, reason: str) -> None:
         """Cancel the reply's work, and everything after this stage (TTS, playout)."""
         await reply.cancel_work()
         await self.interrupt(reason)
-
-    def _listen(self, text: str, *, urgent: bool) -> None:
-        self._committer.listen(text, agent_text=self._history.agent_text(), urgent=urgent)
 
     async def on_end(self) -> None:
         """The caller's audio ended: a reply not committed by now never will be, and nothing
