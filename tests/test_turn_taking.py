@@ -10,7 +10,7 @@ from __future__ import annotations
 import itertools
 
 from speech_data import clip, speech_bounds_ms, spoken, with_silence, words
-from voice_call import DEFAULT, Call, open_call
+from voice_call import DEFAULT, open_call
 
 from cadence.core.clock import MonotonicClock
 from cadence.pipeline.config import CadenceConfig, EndOfTurnConfig, TurnConfig
@@ -29,15 +29,6 @@ def patient(max_wait_ms: int, **end_of_turn: object) -> CadenceConfig:
     return DEFAULT.model_copy(update={"turn": turn})
 
 
-async def wait_for_reply(call: Call, *, limit_ms: float = 60_000) -> None:
-    """Silence from the caller until reply audio is being sent (a minute at most)."""
-    for _ in range(int(limit_ms / 20)):
-        if call.output.sent:
-            return
-        await call.caller.pause(20)
-    raise AssertionError("no reply within a minute")
-
-
 async def test_a_complete_sentence_is_answered_without_the_long_wait() -> None:
     # With a 5 s maximum, a turn the model judged unfinished would wait seconds more.
     async with open_call(patient(5000)) as call:
@@ -45,7 +36,7 @@ async def test_a_complete_sentence_is_answered_without_the_long_wait() -> None:
         command = await call.say(
             clip("sb_spk2_snt1").audio()
         )  # "we are sure that one war is enough"
-        await wait_for_reply(call)
+        await call.until_replying()
         await call.caller.pause(500)
         await call.session.close()
     [turn] = call.traces.turns
@@ -66,7 +57,7 @@ async def test_a_mid_sentence_pause_is_not_answered() -> None:
     async with open_call() as call:
         await call.caller.pause(500)
         said = await call.say(paused)
-        await wait_for_reply(call)
+        await call.until_replying()
         await call.caller.pause(500)
         await call.session.close()
     assert min(call.sent_ms()) >= said.end_ms
@@ -87,7 +78,7 @@ async def test_a_silence_at_the_maximum_ends_the_turn() -> None:
     async with open_call(patient(1200, complete_at=1.0, incomplete_at=0.999)) as call:
         await call.caller.pause(500)
         said = await call.say(unfinished)
-        await wait_for_reply(call)
+        await call.until_replying()
         await call.caller.pause(300)
         await call.session.close()
     [turn] = call.traces.turns
@@ -121,7 +112,7 @@ async def test_the_first_audio_is_waiting_in_playout_when_the_turn_is_decided() 
     async with open_call(config, clock, times) as call:
         await call.caller.pause(500)
         said = await call.say(clip("sb_spk2_snt1").audio())  # "we are sure that one war is enough"
-        await wait_for_reply(call)
+        await call.until_replying()
         await call.caller.pause(300)
         await call.session.close()
     assert times.first_audio_ms is not None
@@ -135,9 +126,10 @@ async def test_hold_on_gets_no_reply_but_a_short_acknowledgement() -> None:
     async with open_call() as call:
         await call.caller.pause(500)
         await call.say(spoken("Hold on, let me find my card."))
-        await call.caller.pause(3000)
+        await call.caller.pause(3000)  # finding the card, after the acknowledgement
+        await call.until(lambda: len(call.session.history) >= 2, "the acknowledgement")
         await call.say(with_silence(clip("sb_spk2_snt4").audio(), 0, 0))
-        await wait_for_reply(call)
+        await call.until_replying()
         await call.caller.pause(3000)
         await call.session.close()
     history = call.session.history
@@ -152,7 +144,7 @@ async def test_a_backchannel_during_the_reply_resumes_it() -> None:
     async with open_call() as call:
         await call.caller.pause(500)
         await call.say(clip("sb_spk2_snt1").audio())  # "we are sure that one war is enough"
-        await wait_for_reply(call)
+        await call.until_replying()
         await call.caller.pause(300)
         yeah = await call.say(spoken("Yeah."))
         await call.caller.pause(6000)
@@ -175,7 +167,7 @@ async def test_no_backchannels_means_any_speech_cuts_the_reply() -> None:
     async with open_call(DEFAULT.model_copy(update={"turn": turn_config})) as call:
         await call.caller.pause(500)
         await call.say(clip("sb_spk2_snt1").audio())
-        await wait_for_reply(call)
+        await call.until_replying()
         await call.caller.pause(300)
         await call.say(spoken("Yeah."))
         await call.caller.pause(3000)

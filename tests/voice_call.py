@@ -3,7 +3,7 @@ time, the reply is recorded, and each utterance's true bounds are known on the s
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 
@@ -32,6 +32,11 @@ class SpeechStarts:
             self.at_ms.append(self.clock.now_ms())
 
 
+WAIT_MS = 60_000.0
+"""How long the caller stays on the line for what follows from what it did (a reply, its
+end): only a broken engine takes this long, however busy the machine."""
+
+
 @dataclass(frozen=True)
 class Utterance:
     """Where the caller's speech in a clip really was, on the session clock."""
@@ -54,6 +59,19 @@ class Call:
         at = self.caller.position_ms
         await self.caller.say(pcm)
         return Utterance(at + start, at + end)
+
+    async def until(self, condition: Callable[[], bool], what: str) -> None:
+        """The caller stays silent (a line is never quiet by absence) until ``condition``
+        holds; after ``WAIT_MS`` of it, the test fails naming ``what``."""
+        for _ in range(int(WAIT_MS / 20)):
+            if condition():
+                return
+            await self.caller.pause(20)
+        raise AssertionError(f"not within {WAIT_MS / 1000:.0f} s: {what}")
+
+    async def until_replying(self) -> None:
+        """Silence from the caller until reply audio is being sent."""
+        await self.until(lambda: bool(self.output.sent), "a reply")
 
     def sent_ms(self, reply_index: int | None = None) -> list[float]:
         """When each frame of reply audio (of one reply, if given) was handed over."""
