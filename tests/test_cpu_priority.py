@@ -1,14 +1,17 @@
 """Urgent work first (docs/cpu-budget.md): the workers' order, dropped jobs, the urgent count
-and its bounded wait; an abandoned whisper decode beside the next one; a call's first phrase
-before another's later ones; the rest of a reply generated only once its first phrase is
-synthesized; the thread budget applied to torch, CTranslate2 and onnxruntime."""
+and its bounded wait; an abandoned whisper decode beside the next one (held running by the
+test for as long as it takes, so that the order never depends on the machine's speed); a
+call's first phrase before another's later ones; the rest of a reply generated only once its
+first phrase is synthesized; the thread budget applied to torch, CTranslate2 and
+onnxruntime."""
 
 from __future__ import annotations
 
 import asyncio
 import threading
+import time
+from collections.abc import Callable
 
-import numpy as np
 import pytest
 import torch
 from models import synthesizer, transcriber
@@ -35,8 +38,24 @@ from cadence.pipeline.playback_ledger import PlaybackLedger
 from cadence.pipeline.playout_gate import PlayoutGate
 from cadence.pipeline.stages.tts import TTSStage
 from cadence.pipeline.stages.turn import TurnStage
-from cadence.voice.stt import Transcriber
+from cadence.voice.audio import PCM16
+from cadence.voice.stt import Transcriber, Transcription
 from cadence.voice.stt.transcriber import WhisperOptions
+
+WAIT_S = 60.0
+"""How long a test waits for what follows from what it did: only a broken system takes this
+long, however busy the machine."""
+
+
+async def until(condition: Callable[[], bool], what: str) -> None:
+    """Poll ``condition`` — state that worker threads set, with no event on this loop —
+    until it holds; after ``WAIT_S``, the test fails naming ``what``."""
+    deadline = time.monotonic() + WAIT_S
+    while not condition():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"not within {WAIT_S:.0f} s: {what}")
+        await asyncio.sleep(0.001)
+
 
 # --- the worker ---------------------------------------------------------------------------
 
@@ -60,11 +79,8 @@ async def busy_worker(
     work = UrgentWork()
     worker, blocker = PriorityWorker("test", urgent=work), Blocker()
     held = asyncio.ensure_future(worker.run(blocker, priority=priority))
-    for _ in range(3000):
-        if blocker.running.is_set():
-            return work, worker, blocker, held
-        await asyncio.sleep(0.001)
-    raise AssertionError("the blocking job never started")
+    await until(blocker.running.is_set, "the blocking job to start")
+    return work, worker, blocker, held
 
 
 async def test_urgent_jobs_run_before_background_ones_queued_earlier() -> None:
@@ -162,46 +178,66 @@ async def test_background_work_waits_for_the_urgent_work_within_its_bound() -> N
 # --- whisper: an abandoned decode does not delay the next ----------------------------------
 
 
-def long_utterance() -> np.ndarray:
-    """About 20 s of real speech: several seconds of decoding on 2 cores."""
-    audio = np.concatenate([clip(c).audio() for c in ("ds_arctic_a0024", "whisper_jfk")] * 2)
-    assert len(audio) > 16000 * 15
-    return audio
+class LoggedTranscriber(Transcriber):
+    """The real whisper, its decodes logged as they start and end on their threads
+    ("start 0", "end 0", …, numbered in the order they start). The first decode, once started,
+    holds its thread until ``release`` is set: an abandoned decode that is still running, on a
+    machine of any speed, for as long as the test needs it to be."""
+
+    def __init__(self, model: Transcriber) -> None:
+        super().__init__(model._model, model._options)
+        self.log: list[str] = []
+        self.release = threading.Event()
+        self._lock = threading.Lock()
+
+    def transcribe_blocking(self, pcm: PCM16) -> Transcription:
+        with self._lock:
+            number = sum(entry.startswith("start") for entry in self.log)
+            self.log.append(f"start {number}")
+        if number == 0:
+            # Longer than the test waits for anything: the test, not the hold, gives up first.
+            assert self.release.wait(2 * WAIT_S), "the held decode was never released"
+        try:
+            return super().transcribe_blocking(pcm)
+        finally:
+            with self._lock:
+                self.log.append(f"end {number}")
 
 
-async def next_decode_while_the_abandoned_runs(decoder: Transcriber) -> tuple[str, int]:
-    """Start decoding a long utterance and abandon it once running (speech resumed), then
-    decode a short one: its transcript, and how many decodes were still running when it
-    came (the abandoned one, if the new decode did not wait for it)."""
-    abandoned = asyncio.ensure_future(decoder.transcribe(long_utterance()))
-    for _ in range(3000):
-        if decoder.running_decodes:
-            break
-        await asyncio.sleep(0.001)
+async def abandon_one_then_decode_the_next(decoder: LoggedTranscriber, *, beside: bool) -> str:
+    """Start a decode and abandon it once running (speech resumed), then decode the next
+    utterance; its transcript. The abandoned decode runs until the next has started
+    (``beside``: it must start beside it, or the test fails at the bound) or, without
+    ``beside``, until it has been abandoned."""
+    abandoned = asyncio.ensure_future(decoder.transcribe(clip("ds_arctic_a0024").audio()))
+    await until(lambda: "start 0" in decoder.log, "the first decode to start")
     abandoned.cancel()
     await asyncio.gather(abandoned, return_exceptions=True)
-    result = await decoder.transcribe(clip("sb_spk2_snt1").audio())
-    still_running = decoder.running_decodes
-    for _ in range(6000):  # leave no decode running for the next test
-        if not decoder.running_decodes:
-            break
-        await asyncio.sleep(0.01)
-    return result.text, still_running
+    following = asyncio.ensure_future(decoder.transcribe(clip("sb_spk2_snt1").audio()))
+    if beside:
+        await until(lambda: "start 1" in decoder.log, "the next decode to start beside it")
+    decoder.release.set()
+    result = await following
+    await until(lambda: "end 0" in decoder.log, "the abandoned decode to end")  # for what follows
+    return result.text
 
 
 async def test_an_abandoned_decode_does_not_delay_the_next() -> None:
-    text, still_running = await next_decode_while_the_abandoned_runs(transcriber())
+    decoder = LoggedTranscriber(transcriber())  # the configured two decoders
+    text = await abandon_one_then_decode_the_next(decoder, beside=True)
     assert "one war is enough" in text.lower()  # "we are sure that one war is enough"
-    assert still_running == 1  # the next decode ran beside the abandoned one, not after it
+    # The next decode started while the abandoned one still held its thread.
+    assert decoder.log.index("start 1") < decoder.log.index("end 0")
 
 
 async def test_with_one_decoder_the_next_decode_waits_for_the_abandoned() -> None:
     # The contrast: the same model behind a single decoder thread (the budget before).
     shared = transcriber()
     one = Transcriber(shared._model, WhisperOptions(model="embedded:tiny.en", workers=1))
-    text, still_running = await next_decode_while_the_abandoned_runs(one)
+    decoder = LoggedTranscriber(one)
+    text = await abandon_one_then_decode_the_next(decoder, beside=False)
     assert "one war is enough" in text.lower()
-    assert still_running == 0
+    assert decoder.log == ["start 0", "end 0", "start 1", "end 1"]
 
 
 # --- Piper: one call's first phrase before another call's later ones -----------------------
@@ -264,10 +300,7 @@ async def test_the_first_phrase_is_synthesized_before_the_rest_is_generated() ->
     await pipeline.start()
     try:
         await pipeline.queue(SpeculativeTranscriptFrame(text="A table for two.", at_ms=0.0))
-        for _ in range(3000):
-            if "rest generated" in log:
-                break
-            await asyncio.sleep(0.002)
+        await until(lambda: "rest generated" in log, "the rest of the reply")
     finally:
         await pipeline.cancel("test over")
     assert log[:3] == ["first piece generated", "synthesized: Sure,", "rest generated"]
