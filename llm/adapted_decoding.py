@@ -24,15 +24,21 @@ from cadence.core.clock import Clock, MonotonicClock
 from cadence.kernels import CommitDecision
 from cadence.llm.adapted import AdaptedModel, load_adapted
 from cadence.llm.attention_masks import step_mask
-from cadence.llm.block_diffusion import block_threshold, emit_committed, final_pieces
 from cadence.llm.chatml_tools import CALL_TOKEN, END_OF_TEXT, IM_END, MASK_TOKEN, SMOLLM2_IDS
 from cadence.llm.checkpoint import CheckpointError
 from cadence.llm.conversation_cache import ConversationCache
 from cadence.llm.decoding import DecodingOptions, ReplyStats
-from cadence.llm.emission import CallReader, ReplyPiece, WordEmitter, last_pieces, spoken_part
+from cadence.llm.emission import CallReader, ReplyPiece, WordEmitter
 from cadence.llm.generator import DecoderTurnGenerator, GeneratorOptions
 from cadence.llm.model import AttentionMode
 from cadence.llm.options import LLMOptions
+from cadence.llm.reply_loops import (
+    EagerDenoising,
+    diffused_reply,
+    greedy_reply,
+    shifted_rows,
+    split_prompt,
+)
 from cadence.llm.result_slots import ReplyFacts, SlotFiller
 
 SUB_BLOCK = 8
@@ -122,29 +128,29 @@ class AdaptedARDecoder(AdaptedDecoder):
         stats.start_ms = self.clock.now_ms()
         self.allow_calls(calls)
         filler = SlotFiller(self.format.tokenizer, facts or ReplyFacts())
-        emitter = WordEmitter(filler, self.clock)
         pending = [*self.cache.reuse(prompt[:-1]), prompt[-1]]
         stats.prefilled_tokens = len(pending) - 1
-        reply: list[int] = []
-        while len(reply) < self.options.max_reply_tokens:
-            logits = fold_calls(self._forward(pending, [])[-1], self._call)
-            token = int(logits.index_fill(0, self._banned, float("-inf")).argmax())
-            stats.steps_per_block.append(1)
-            if token in self._ends:
-                break
-            reply.append(token)
-            pending = [token]
-            piece = emitter.update(spoken_part(reply, self._call))
-            if piece is not None:
-                stats.first_piece_ms = stats.first_piece_ms or piece.at_ms
-                yield piece
-        stats.token_ids = reply
-        yield from last_pieces(emitter, stats, self.call_reader, self.clock)
+        yield from greedy_reply(
+            self._next_token,
+            pending,
+            options=self.options,
+            clock=self.clock,
+            stats=stats,
+            emitter=WordEmitter(filler, self.clock),
+            ends=self._ends,
+            call=self._call,
+            calls=self.call_reader,
+        )
         stats.unfilled_slots = tuple(sorted(filler.unfilled))
         stats.said_back = tuple(sorted(filler.said_back))
 
+    def _next_token(self, pending: list[int]) -> int:
+        """The greedy next token after ``pending`` (which enters the cache)."""
+        logits = fold_calls(self._forward(pending, [])[-1], self._call)
+        return int(logits.index_fill(0, self._banned, float("-inf")).argmax())
 
-class AdaptedDiffusionDecoder(AdaptedDecoder):
+
+class AdaptedDiffusionDecoder(EagerDenoising, AdaptedDecoder):
     @torch.inference_mode()
     def decode(
         self,
@@ -158,62 +164,28 @@ class AdaptedDiffusionDecoder(AdaptedDecoder):
         stats = stats if stats is not None else ReplyStats()
         stats.start_ms = self.clock.now_ms()
         self.allow_calls(calls)
-        size, mask = self.block_size, SMOLLM2_IDS[MASK_TOKEN]
-        whole = len(prompt) - len(prompt) % size
-        # The output before a block predicts its first token: a prompt of whole blocks keeps
-        # its last block out of the cache, to carry it in the first step.
-        cacheable = whole - size if whole == len(prompt) else whole
-        pending = self.cache.reuse(prompt[:cacheable]) + prompt[cacheable:whole]
-        given = prompt[whole:]
+        pending, given = split_prompt(prompt, self.block_size, self.cache, shifted=True)
         stats.prefilled_tokens = len(pending) + len(given)
         filler = SlotFiller(self.format.tokenizer, facts or ReplyFacts())
-        emitter = WordEmitter(filler, self.clock)
-        limit = self.options.max_reply_tokens
-        reply: list[int] = []
-        finished = False
-        for index in range(-(-(len(given) + limit + 1) // size)):
-            start = len(given) if index == 0 else 0
-            block = (given if index == 0 else []) + [mask] * (size - start)
-            masked = torch.arange(size, device=self.device) >= start
-            budget = (
-                self.options.first_emit_budget_ms if index == 0 else self.options.block_budget_ms
-            )
-            block_start = stats.start_ms if index == 0 else self.clock.now_ms()
-            threshold = block_threshold(self.options, self.clock, block_start, budget)
-            before: torch.Tensor | None = None
-            steps = 0
-            for window in (slice(w, w + SUB_BLOCK) for w in range(0, size, SUB_BLOCK)):
-                while not finished and bool(masked[window].any()):
-                    decision, before = self.step(pending, block, masked, window, before, threshold)
-                    pending = []
-                    predicted = decision.prediction.tolist()
-                    for position in decision.commit.nonzero().flatten().tolist():
-                        block[window.start + position] = predicted[position]
-                    masked[window] &= ~decision.commit
-                    steps += 1
-                    piece, finished = emit_committed(
-                        emitter,
-                        stats,
-                        reply + block[start:],
-                        [False] * len(reply) + masked[start:].tolist(),
-                        self._ends,
-                        limit,
-                        self._call,
-                    )
-                    if piece is not None:
-                        yield piece
-            stats.steps_per_block.append(steps)
-            reply += block[start:]
-            pending = block
-            if finished:
-                break
-        yield from final_pieces(
-            emitter, stats, reply, self._ends, limit, self.clock, self.call_reader
+        yield from diffused_reply(
+            self,
+            pending,
+            given,
+            mask=SMOLLM2_IDS[MASK_TOKEN],
+            size=self.block_size,
+            sub_block=SUB_BLOCK,
+            options=self.options,
+            clock=self.clock,
+            stats=stats,
+            emitter=WordEmitter(filler, self.clock),
+            ends=self._ends,
+            call=self._call,
+            calls=self.call_reader,
         )
         stats.unfilled_slots = tuple(sorted(filler.unfilled))
         stats.said_back = tuple(sorted(filler.said_back))
 
-    def step(
+    def decide(
         self,
         pending: list[int],
         block: list[int],
@@ -226,12 +198,9 @@ class AdaptedDiffusionDecoder(AdaptedDecoder):
         the cache) and the commit decision for ``window``'s positions (indexed from its
         start). ``before``: the output of the position before the block, once carried."""
         logits = self._forward(pending, block)
-        own = logits[-len(block) :]
         if pending:
             before = logits[0]
-        rows = own[max(window.start - 1, 0) : window.stop - 1]
-        if window.start == 0:  # position 0 from the row before the block (else it is given)
-            rows = torch.cat(((own[0] if before is None else before)[None], rows))
+        rows = shifted_rows(logits, len(block), window, before)
         decision = kernels.commit_decision(
             fold_calls(rows, self._call)[None],
             masked[None, window],

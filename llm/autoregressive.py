@@ -10,7 +10,8 @@ import torch
 from cadence.llm.attention_masks import step_mask
 from cadence.llm.cached_decoder import CachedDecoder
 from cadence.llm.decoding import ReplyStats
-from cadence.llm.emission import ReplyPiece, WordEmitter, last_pieces, spoken_part
+from cadence.llm.emission import ReplyPiece, WordEmitter
+from cadence.llm.reply_loops import greedy_reply
 from cadence.llm.result_slots import ReplyFacts, SlotFiller
 
 
@@ -36,27 +37,20 @@ class AutoregressiveDecoder(CachedDecoder):
         stats = stats if stats is not None else ReplyStats()
         stats.start_ms = self.clock.now_ms()
         self.allow_calls(calls)
-        call = self.format.tokenizer.special.call
         filler = SlotFiller(self.format.tokenizer, facts or ReplyFacts())
-        emitter = WordEmitter(filler, self.clock)
         pending = [*self.cache.reuse(prompt[:-1]), prompt[-1]]
         stats.prefilled_tokens = len(pending) - 1
-        reply: list[int] = []
-        while len(reply) < self.options.max_reply_tokens:
-            token = int(
-                self._forward(pending)[-1].index_fill(0, self._never, float("-inf")).argmax()
-            )
-            stats.steps_per_block.append(1)
-            if token in self._ends:
-                break
-            reply.append(token)
-            pending = [token]
-            piece = emitter.update(spoken_part(reply, call))
-            if piece is not None:
-                stats.first_piece_ms = stats.first_piece_ms or piece.at_ms
-                yield piece
-        stats.token_ids = reply
-        yield from last_pieces(emitter, stats, self.call_reader, self.clock)
+        yield from greedy_reply(
+            self._next_token,
+            pending,
+            options=self.options,
+            clock=self.clock,
+            stats=stats,
+            emitter=WordEmitter(filler, self.clock),
+            ends=self._ends,
+            call=self.format.tokenizer.special.call,
+            calls=self.call_reader,
+        )
         stats.unfilled_slots = tuple(sorted(filler.unfilled))
         stats.said_back = tuple(sorted(filler.said_back))
 
@@ -69,3 +63,8 @@ class AutoregressiveDecoder(CachedDecoder):
         logits: torch.Tensor = self.model(ids, positions, allowed, self.cache.kv)[0]
         self.cache.ids += tokens
         return logits
+
+    def _next_token(self, pending: list[int]) -> int:
+        """The greedy next token after ``pending`` (which enters the cache)."""
+        logits = self._forward(pending)[-1]
+        return int(logits.index_fill(0, self._never, float("-inf")).argmax())

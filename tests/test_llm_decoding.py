@@ -17,7 +17,8 @@ from cadence.core.clock import VirtualClock
 from cadence.kernels import commit_reference
 from cadence.llm.attention_masks import visibility
 from cadence.llm.autoregressive import AutoregressiveDecoder
-from cadence.llm.block_diffusion import BlockDiffusionDecoder, committed_prefix
+from cadence.llm.block_diffusion import BlockDiffusionDecoder
+from cadence.llm.reply_loops import committed_prefix
 from cadence.llm.checkpoint import EMBEDDED_DIR, LoadedModel, load_model
 from cadence.llm.commit_rule import deadline_threshold
 from cadence.llm.decoding import DecodingOptions, ReplyStats, never_in_reply

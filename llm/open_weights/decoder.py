@@ -26,13 +26,13 @@ from cadence import kernels
 from cadence.core.clock import Clock
 from cadence.kernels import CommitDecision
 from cadence.llm.attention_masks import step_mask
-from cadence.llm.block_diffusion import block_threshold, emit_committed, final_pieces
 from cadence.llm.conversation_cache import ConversationCache
 from cadence.llm.decoding import DecodingOptions, ReplyStats
 from cadence.llm.emission import ReplyPiece, WordEmitter
 from cadence.llm.open_weights.chat import ChatFormat
 from cadence.llm.open_weights.families import IM_START, QWEN_CONTROL_IDS, STOP_TOKENS, Family
 from cadence.llm.open_weights.network import QwenForCausalLM
+from cadence.llm.reply_loops import EagerDenoising, diffused_reply, shifted_rows, split_prompt
 from cadence.llm.result_slots import ReplyFacts
 
 
@@ -57,7 +57,7 @@ class OpenWeightsModel:
     block_size: int
 
 
-class OpenWeightsDecoder:
+class OpenWeightsDecoder(EagerDenoising):
     def __init__(self, model: OpenWeightsModel, options: DecodingOptions, clock: Clock) -> None:
         self.network = model.network
         self.chat = model.chat
@@ -96,56 +96,25 @@ class OpenWeightsDecoder:
         are offered no tools: ``calls`` and ``facts`` change nothing."""
         stats = stats if stats is not None else ReplyStats()
         stats.start_ms = self.clock.now_ms()
-        size = self.block_size
-        whole = len(prompt) - len(prompt) % size
-        # A shifted model predicts a block's first token from the position before it, so a
-        # prompt of whole blocks keeps its last block out of the cache to compute it.
-        cacheable = whole - size if self.family.shifted and whole == len(prompt) else whole
-        pending = self.cache.reuse(prompt[:cacheable]) + prompt[cacheable:whole]
-        given = prompt[whole:]
+        pending, given = split_prompt(
+            prompt, self.block_size, self.cache, shifted=self.family.shifted
+        )
         stats.prefilled_tokens = len(pending) + len(given)
-        emitter = WordEmitter(self.chat.tokenizer, self.clock)
-        limit = self.options.max_reply_tokens
-        reply: list[int] = []
-        finished = False
-        for index in range(-(-(len(given) + limit + 1) // size)):
-            start = len(given) if index == 0 else 0
-            block = (given if index == 0 else []) + [self._mask] * (size - start)
-            masked = torch.arange(size, device=self.device) >= start
-            budget = (
-                self.options.first_emit_budget_ms if index == 0 else self.options.block_budget_ms
-            )
-            block_start = stats.start_ms if index == 0 else self.clock.now_ms()
-            threshold = block_threshold(self.options, self.clock, block_start, budget)
-            before: torch.Tensor | None = None
-            steps = 0
-            for window in (slice(w, w + self.sub_block) for w in range(0, size, self.sub_block)):
-                while not finished and bool(masked[window].any()):
-                    decision, before = self.step(pending, block, masked, window, before, threshold)
-                    pending = []
-                    predicted = decision.prediction.tolist()
-                    for position in decision.commit.nonzero().flatten().tolist():
-                        block[window.start + position] = predicted[position]
-                    masked[window] &= ~decision.commit
-                    steps += 1
-                    piece, finished = emit_committed(
-                        emitter,
-                        stats,
-                        reply + block[start:],
-                        [False] * len(reply) + masked[start:].tolist(),
-                        self._stops,
-                        limit,
-                    )
-                    if piece is not None:
-                        yield piece
-            stats.steps_per_block.append(steps)
-            reply += block[start:]
-            pending = block
-            if finished:
-                break
-        yield from final_pieces(emitter, stats, reply, self._stops, limit, self.clock)
+        yield from diffused_reply(
+            self,
+            pending,
+            given,
+            mask=self._mask,
+            size=self.block_size,
+            sub_block=self.sub_block,
+            options=self.options,
+            clock=self.clock,
+            stats=stats,
+            emitter=WordEmitter(self.chat.tokenizer, self.clock),
+            ends=self._stops,
+        )
 
-    def step(
+    def decide(
         self,
         pending: list[int],
         block: list[int],
@@ -160,16 +129,12 @@ class OpenWeightsDecoder:
         ``before`` is the logits row of the position before the block (shifted models
         predict the block's first token from it), kept from the forward that carried it."""
         logits = self._forward(pending, block)
-        own = logits[-len(block) :]  # row j is position j's output
-        if not self.family.shifted:
-            rows = own[window]
-        else:  # position j is predicted by position j - 1's output
+        if not self.family.shifted:  # row j is position j's output
+            rows = logits[-len(block) :][window]
+        else:
             if pending:
                 before = logits[0]
-            rows = own[max(window.start - 1, 0) : window.stop - 1]
-            if window.start == 0:
-                # With no row before the block, position 0 is a given prompt token: any will do.
-                rows = torch.cat(((own[0] if before is None else before)[None], rows))
+            rows = shifted_rows(logits, len(block), window, before)
         decision = kernels.commit_decision(
             rows[None], masked[None, window], threshold(), self._banned, self._stop_ids
         )

@@ -42,12 +42,12 @@ from cadence.core.clock import Clock
 from cadence.kernels import CachedBlock
 from cadence.kernels.cuda_graph import CapturedStep, bucket_length
 from cadence.llm.attention_masks import step_mask
-from cadence.llm.block_diffusion import block_threshold, emit_committed, final_pieces
 from cadence.llm.conversation_cache import ConversationCache
 from cadence.llm.decoding import DecodingOptions, ReplyStats
 from cadence.llm.emission import ReplyPiece, WordEmitter
 from cadence.llm.open_weights.decoder import OpenWeightsDecoder, OpenWeightsModel
 from cadence.llm.open_weights.static_cache import BucketView, StaticKVCache
+from cadence.llm.reply_loops import diffused_reply, split_prompt
 from cadence.llm.result_slots import ReplyFacts
 
 CARRY_BLOCKS = 16
@@ -131,6 +131,12 @@ class GraphedOpenWeightsDecoder(OpenWeightsDecoder):
             self.block_size, self.network.shape.vocab_size, dtype, self.device
         )
         self._graphs: dict[int, CapturedStep[torch.Tensor]] = {}
+        self._uploaded = torch.empty(0, dtype=torch.long, device=self.device)
+        """The reply's prompt on the device, uploaded once (``decode``)."""
+        self._slots = 0
+        """The bucket of the block being decoded."""
+        self._window: slice | None = None
+        """The sub-block the step's window mask holds now."""
         self._generation = self.kv.generation
         self.forwards = 0
         """Forwards run so far (steps, carries, eager prompt forwards): the bench divides a
@@ -305,66 +311,60 @@ class GraphedOpenWeightsDecoder(OpenWeightsDecoder):
         """:meth:`OpenWeightsDecoder.decode`, step for step, on fixed-shape steps."""
         stats = stats if stats is not None else ReplyStats()
         stats.start_ms = self.clock.now_ms()
-        size, inputs = self.block_size, self._in
-        whole = len(prompt) - len(prompt) % size
-        cacheable = whole - size if self.family.shifted and whole == len(prompt) else whole
-        pending = self.cache.reuse(prompt[:cacheable]) + prompt[cacheable:whole]
-        given = prompt[whole:]
+        pending, given = split_prompt(
+            prompt, self.block_size, self.cache, shifted=self.family.shifted
+        )
         stats.prefilled_tokens = len(pending) + len(given)
         # One upload for the whole prompt: the carries and the first block copy from it.
-        uploaded = torch.tensor(pending + given, device=self.device)
-        emitter = WordEmitter(self.chat.tokenizer, self.clock)
-        limit = self.options.max_reply_tokens
-        reply: list[int] = []
-        finished = False
-        for index in range(-(-(len(given) + limit + 1) // size)):
-            # A finished block is already in the step's ids, committed on the device.
-            self._carry(pending, uploaded[: len(pending)] if index == 0 else inputs.ids[0])
-            start = len(given) if index == 0 else 0
-            block = (given if index == 0 else []) + [self._mask] * (size - start)
-            masked = [position >= start for position in range(size)]
-            slots = bucket_length(self.kv.length)
-            self._prepare(slots)
-            inputs.ids.fill_(self._mask)
-            if start:
-                inputs.ids[0, :start].copy_(uploaded[len(pending) :])
-            torch.ge(inputs.offsets, start, out=inputs.masked[0])
-            inputs.first_row.fill_(not pending)
-            self._set_block(slots, carry=False)
-            budget = (
-                self.options.first_emit_budget_ms if index == 0 else self.options.block_budget_ms
-            )
-            block_start = stats.start_ms if index == 0 else self.clock.now_ms()
-            threshold = block_threshold(self.options, self.clock, block_start, budget)
-            steps = 0
-            for window in range(0, size, self.sub_block):
-                inputs.window.zero_()
-                inputs.window[0, window : window + self.sub_block] = True
-                while not finished and any(masked[window : window + self.sub_block]):
-                    # τ is read before the step (after it in the eager decoder): the graph
-                    # holds the forward and the decision together.
-                    inputs.tau.fill_(threshold())
-                    committed = self._replay(slots).tolist()  # the step's one read
-                    for position, token in enumerate(committed):
-                        if token >= 0:
-                            block[position], masked[position] = token, False
-                    steps += 1
-                    piece, finished = emit_committed(
-                        emitter,
-                        stats,
-                        reply + block[start:],
-                        [False] * len(reply) + masked[start:],
-                        self._stops,
-                        limit,
-                    )
-                    if piece is not None:
-                        yield piece
-            stats.steps_per_block.append(steps)
-            reply += block[start:]
-            pending = block
-            if finished:
-                break
-        yield from final_pieces(emitter, stats, reply, self._stops, limit, self.clock)
+        self._uploaded = torch.tensor(pending + given, device=self.device)
+        yield from diffused_reply(
+            self,
+            pending,
+            given,
+            mask=self._mask,
+            size=self.block_size,
+            sub_block=self.sub_block,
+            options=self.options,
+            clock=self.clock,
+            stats=stats,
+            emitter=WordEmitter(self.chat.tokenizer, self.clock),
+            ends=self._stops,
+        )
+
+    def begin_block(self, index: int, pending: list[int], start: int) -> None:
+        """Carry ``pending`` into the cache (a finished block is already in the step's ids,
+        committed on the device) and write the block's inputs: its given tokens, its mask,
+        where it is."""
+        inputs, uploaded = self._in, self._uploaded
+        self._carry(pending, uploaded[: len(pending)] if index == 0 else inputs.ids[0])
+        self._slots = bucket_length(self.kv.length)
+        self._prepare(self._slots)
+        inputs.ids.fill_(self._mask)
+        if start:
+            inputs.ids[0, :start].copy_(uploaded[len(pending) :])
+        torch.ge(inputs.offsets, start, out=inputs.masked[0])
+        inputs.first_row.fill_(not pending)
+        self._set_block(self._slots, carry=False)
+        self._window = None
+
+    def commits(
+        self,
+        block: list[int],
+        masked: list[bool],
+        window: slice,
+        threshold: Callable[[], float],
+    ) -> list[tuple[int, int]]:
+        """One replay: the step's forward, decision and commits on the device, and one read
+        of what it committed. τ is read before the step here (after it in the eager decoder):
+        the graph holds the forward and the decision together."""
+        inputs = self._in
+        if window != self._window:
+            inputs.window.zero_()
+            inputs.window[0, window] = True
+            self._window = window
+        inputs.tau.fill_(threshold())
+        committed = self._replay(self._slots).tolist()  # the step's one read
+        return [(position, token) for position, token in enumerate(committed) if token >= 0]
 
     @torch.inference_mode()
     def timed_step(self, threshold: float) -> list[int]:

@@ -155,7 +155,7 @@ def step_rows(model: OpenWeightsModel, device: torch.device, repeats: int) -> li
 
     def eager_step() -> list[bool]:
         masked = torch.ones(size, dtype=torch.bool, device=device)
-        decision, _ = eager.step(
+        decision, _ = eager.decide(
             [], [model.family.mask_id] * size, masked, window, None, lambda: THRESHOLD
         )
         committed: list[bool] = decision.commit.tolist()
