@@ -31,23 +31,23 @@ class CallEnder:
         if reply is not None and reply.committed and not self._ledger.finished(reply.index):
             reply.ends_call = reason
             if reply.state is ReplyState.SPOKEN:
-                self.after_heard(reply)
+                self.hang_up_when_heard(reply)
             return
         await self.hang_up(reason)
 
-    def after_heard(self, reply: Reply) -> None:
+    def hang_up_when_heard(self, reply: Reply) -> None:
         """Hang up once ``reply`` (which ends the call) has been heard to its end."""
         if reply.ends_call is not None and reply.hang_up is None:
             reply.hang_up = self._stage.spawn(self._when_heard(reply), name="hang-up")
 
-    def goodbye_interrupted(self, reply: Reply) -> None:
+    def cancel_goodbye(self, reply: Reply) -> None:
         """The caller spoke over the model's goodbye: the call goes on, and the history will
         say that ``end_call`` did not end it."""
         if reply.goodbye:
             reply.ends_call, reply.goodbye = None, False
             reply.set_results("end_call", {"status": "not ended: the caller spoke"})
 
-    async def after_cut(self, reply: Reply) -> None:
+    async def hang_up_after_cut(self, reply: Reply) -> None:
         """``reply`` was cut or thrown away: the application's end of the call stands (the
         model's goodbye, not heard, does not)."""
         if reply.ends_call is not None and not reply.goodbye:

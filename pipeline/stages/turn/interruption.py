@@ -103,7 +103,7 @@ class InterruptionJudge:
         overheard.cut_later = self._stage.spawn(self._cut_when_long(overheard), name="overheard")
         self._overheard = overheard
 
-    async def hear(self, text: str) -> bool:
+    async def resolve(self, text: str) -> bool:
         """The caller's sound over the paused reply was ``text``: resume the reply if it was a
         backchannel or no words (True), cut it if it was words (False)."""
         overheard = self._overheard
@@ -112,7 +112,7 @@ class InterruptionJudge:
             self.ignoring = False  # words after a backchannel: a turn after all
             await self._barge_in(overheard.reply, overheard.at_ms)
             return False
-        self.settle()
+        self.end_pause()
         self.ignoring = True
         self._gate.open()
         reply = overheard.reply
@@ -121,7 +121,7 @@ class InterruptionJudge:
         )
         return True
 
-    def settle(self) -> None:
+    def end_pause(self) -> None:
         """No reply is paused over the caller's sound any more."""
         overheard, self._overheard = self._overheard, None
         if overheard is not None and overheard.cut_later is not None:

@@ -9,7 +9,7 @@ verb here says which of these it does:
   reply pauses (``flush``), else with the rest at the end;
 * ``hand_over``: hand TTS what of the reply it has not had (one ``TextPieceFrame``);
 * ``speak_before_tools``: the reply waits on its tools: the words said so far go out now;
-* ``say``: a reply of fixed words (the hold reply, the request to repeat), said and ended;
+* ``say_fixed``: a reply of fixed words (the hold reply, the request to repeat), said and ended;
 * ``finish``: end the reply with its last words (none, a fallback, or a fixed reply's): the
   rest goes to TTS, the history gets the reply if it was committed, a goodbye is set to hang
   up once heard, and ``EndOfReplyFrame`` goes out.
@@ -63,7 +63,7 @@ class Speaker:
         if reply.has_words:
             await self.hand_over(reply, self._clock.now_ms(), flush=True)
 
-    async def say(self, reply: Reply, text: str) -> None:
+    async def say_fixed(self, reply: Reply, text: str) -> None:
         """A reply of fixed words."""
         await self.finish(reply, text)
 
@@ -78,7 +78,7 @@ class Speaker:
         reply.generation_ended()
         if reply.filler is not None:
             reply.filler.cancel()
-        self._ender.after_heard(reply)
+        self._ender.hang_up_when_heard(reply)
         if reply.committed and reply.in_history:
             self._history.add_reply(reply)
         await self._stage.push(EndOfReplyFrame(reply_index=reply.index))

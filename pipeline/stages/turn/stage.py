@@ -150,7 +150,7 @@ class TurnStage(Stage):
                 await self.push(frame)
             case SpeculativeTranscriptFrame():
                 await self.push(frame)
-                if self._judge.judging and await self._judge.hear(frame.text):
+                if self._judge.judging and await self._judge.resolve(frame.text):
                     return
                 text = self._committer.joined(frame.text)
                 self._committer.listen(text, urgent=True)
@@ -176,7 +176,7 @@ class TurnStage(Stage):
             case TranscriptFailedFrame():
                 await self.push(frame)
                 if self._judge.judging:  # a short sound over the reply: go on
-                    await self._judge.hear("")
+                    await self._judge.resolve("")
                 elif not self._judge.ignoring:
                     await self._ask_to_repeat(frame.at_ms)
             case _:
@@ -185,7 +185,7 @@ class TurnStage(Stage):
     # --- what the caller's words and sounds start ------------------------------------------
 
     async def _on_final(self, frame: FinalTranscriptFrame) -> None:
-        if self._judge.judging and await self._judge.hear(frame.text):
+        if self._judge.judging and await self._judge.resolve(frame.text):
             return
         if self._judge.ignoring:
             self._judge.ignoring = False
@@ -274,7 +274,7 @@ class TurnStage(Stage):
     ) -> Reply:
         """A reply of fixed ``words`` (not the generator's) to ``user_text``."""
         reply = self._new_reply(user_text, at_ms, in_history=in_history)
-        reply.generation = self.spawn(self._speaker.say(reply, words), name=name)
+        reply.generation = self.spawn(self._speaker.say_fixed(reply, words), name=name)
         return reply
 
     async def _answer(self, user_text: str, transcript_at_ms: float) -> None:
@@ -302,21 +302,21 @@ class TurnStage(Stage):
     async def _barge_in(self, reply: Reply, at_ms: float) -> None:
         """Cut the reply being heard: the history keeps the words heard, its calls and their
         results; the work and the audio still to come are thrown away."""
-        self._judge.settle()
+        self._judge.end_pause()
         self._reply = None
         reply.interrupt()
         # What the history says of the reply is settled before anything is awaited: the cut of
         # a long overheard sound barges in from a task of its own, beside the worker.
         heard = self._ledger.heard_text(reply.index)
         abandoned = self._tools.abandon(reply, "the caller interrupted")
-        self._ender.goodbye_interrupted(reply)
+        self._ender.cancel_goodbye(reply)
         self._history.cut_to_heard(reply, heard)
         await self._stop(reply, reason="barge-in")
         self._gate.open()  # for the next reply: what was paused is flushed
         self._ledger.forget(reply.index)
         await self._tools.trace_abandoned(reply, abandoned)
         await self.push(BargeInFrame(reply_index=reply.index, at_ms=at_ms, spoken_text=heard))
-        await self._ender.after_cut(reply)
+        await self._ender.hang_up_after_cut(reply)
 
     async def _drop(self, reply: Reply, *, reason: str) -> None:
         """Throw the live reply away unheard; it is traced as discarded work."""
@@ -327,7 +327,7 @@ class TurnStage(Stage):
         self._ledger.forget(reply.index)
         await self._tools.trace_abandoned(reply, abandoned)
         await self.push(reply.discarded_frame(self._clock.now_ms(), reason))
-        await self._ender.after_cut(reply)
+        await self._ender.hang_up_after_cut(reply)
 
     async def _stop(self, reply: Reply, *, reason: str) -> None:
         """Cancel the reply's work, and everything after this stage (TTS, playout)."""
