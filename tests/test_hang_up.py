@@ -6,7 +6,7 @@ tool call. The answer it has for after the tool's result is never asked for: ``e
 ends the reply's rounds. Each test checks that the goodbye reached the caller before the call
 ended, that it ended the transport's way, that the server kept nothing of it, and that the
 turn's trace was written. Without a reply in progress, ``VoiceSession.end_call`` hangs up at
-once.
+once (on a clock that stands still: no wait at all).
 """
 
 from __future__ import annotations
@@ -27,8 +27,8 @@ from twilio_phone import TwilioPhone
 from web_harness import chromium_page, fake_microphone, needs_chromium, wait_until, web_config
 from websockets.exceptions import ConnectionClosed
 
+from cadence.core.clock import VirtualClock
 from cadence.llm.options import LLMOptions
-from cadence.pipeline.agent import Agent
 from cadence.pipeline.config import CadenceConfig, FaultsConfig, ModelsConfig, TracingConfig
 from cadence.pipeline.events import (
     AgentTextEvent,
@@ -37,6 +37,7 @@ from cadence.pipeline.events import (
     SessionEndedEvent,
     SessionEvent,
 )
+from cadence.pipeline.session import VoiceSession
 from cadence.pipeline.tracing import AnchorEvent, TurnTrace
 from cadence.tooling.emulators.hearing import WINDOW_MS, PlayedAudio, audible_at_ms
 from cadence.tooling.emulators.openai import FakeOpenAI, Stream, StreamedCall, ToolCalls
@@ -292,18 +293,22 @@ async def test_browser_the_page_is_told_shows_it_and_lets_the_microphone_go(
 
 
 async def test_end_call_without_a_reply_in_progress_hangs_up_at_once(service: FakeOpenAI) -> None:
+    # On a clock that stands still, "at once" is exact: the hang-up is stamped with the time it
+    # was asked for, and a hang-up that waited on the clock for anything (a reply's end, the
+    # playout's lead) would never come — the bound, far beyond any machine's pace, says so.
     # On the service, which is not asked: no local model to load for a call without a turn.
-    agent = Agent(on_the_service(CadenceConfig(), service, traces=None))
-    await agent.load()
-    session = await agent.open_session()
-    async with session:
-        asked_ms = session.clock.now_ms()
-        await session.end_call("the caller's business is done")
-    events = [event async for event in session.events]
+    clock = VirtualClock(start_ms=1000.0)
+    config = on_the_service(CadenceConfig(), service, traces=None)
+    session = VoiceSession(config, session_id="api", output_sample_rate=16000, clock=clock)
+    await session.start()
+    async with asyncio.timeout(CALL_TIMEOUT_S):
+        async with session:
+            await session.end_call("the caller's business is done")
+        events = [event async for event in session.events]
 
     [hang_up] = [e for e in events if isinstance(e, HangUpEvent)]
     assert hang_up.reason == "the caller's business is done"
-    assert 0 <= hang_up.at_ms - asked_ms < 250  # at once: no reply to wait for
+    assert hang_up.at_ms == clock.now_ms() == 1000.0  # asked at 1000 ms, and no wait at all
     assert not [e for e in events if isinstance(e, AgentTextEvent | ReplyAudioEvent)]
     assert events[-1] == SessionEndedEvent("closed")
     assert not service.requests

@@ -4,11 +4,25 @@ bench ships carries no code that only a test calls."""
 
 from __future__ import annotations
 
+from typing import Any
+
 from cadence.tooling.emulators.twilio import TwilioEmulator
+from cadence.voice.audio import PCM16
 from cadence.web.serializers.twilio import DTMF, DTMFMessage
 
 
 class TwilioPhone(TwilioEmulator):
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.utterances = 0
+        """How many times the caller has begun to say something other than silence: the
+        event a test waits for to act while the caller's turn is under way."""
+
+    async def say(self, pcm: PCM16, sample_rate: int) -> None:
+        if pcm.any():
+            self.utterances += 1
+        await super().say(pcm, sample_rate)
+
     async def press(self, digit: str) -> None:
         await self._send(
             DTMFMessage(stream_sid=self.stream_sid, dtmf=DTMF(digit=digit, track="inbound_track"))
