@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import asyncio
-import time
+import json
+import threading
 from collections.abc import Iterator
+from pathlib import Path
 
 import llm_tiny
 import pytest
@@ -38,6 +40,7 @@ needs_shipped_checkpoints = requires(
     all((EMBEDDED_DIR / name).exists() for name in ("dllm.pt", "ar.pt")),
     "needs the shipped checkpoints llm/checkpoints/dllm.pt and ar.pt",
 )
+CORPUS_SAMPLE = Path(__file__).parent / "data" / "dialogue" / "sgd_tools_sample.jsonl"
 OPTIONS = GeneratorOptions(decoding=DecodingOptions(max_reply_tokens=9), max_context_tokens=64)
 
 
@@ -84,15 +87,30 @@ async def test_a_stream_abandoned_midway_leaves_the_generator_usable() -> None:
     assert await generator.reply(HISTORY) == await _generators()[0].reply(HISTORY)
 
 
+GREEDY_REPLIES = {
+    "dllm": "What type of food do you want?",
+    "ar": "What kind of food do you want?",
+}
+"""The shipped checkpoints' greedy replies to the corpus sample's first user turn (SGD's
+``sgd_train_1_00000``: "I am feeling hungry so I would like to find a place to eat."), read
+off the checkpoints once (CPU torch, the same at 1 and 2 threads). Where the reference agent
+asks back (its act is REQUEST: where to eat), they ask back too (what food)."""
+
+
 @needs_shipped_checkpoints
 @pytest.mark.parametrize("backend", ["dllm", "ar"])
 async def test_shipped_checkpoint_answers_a_request(backend: str) -> None:
+    first = json.loads(CORPUS_SAMPLE.read_text().splitlines()[0])
+    opening, reference = first["turns"][:2]
+    assert opening["speaker"] == "user"
+    assert reference["acts"][0][0] == "REQUEST"  # the truth: the agent asks something back
     config = LLMOptions(
         backend="dllm" if backend == "dllm" else "ar", checkpoint=f"embedded:{backend}"
     )
     generator = load_local_generator(config)
-    reply = await generator.reply([Turn("user", "Can you book me a table for two tonight?")])
-    assert reply.strip()
+    reply = await generator.reply([Turn("user", opening["text"])])
+    assert reply == GREEDY_REPLIES[backend]
+    assert reply.endswith("?")
     assert generator.last_stats.steps_per_block
 
 
@@ -117,8 +135,9 @@ async def test_a_cancelled_stream_finishes_its_step_before_the_next_reply_starts
     generator = _generators()[0]
     decode = generator._decoder.decode
     log: list[str] = []
+    loop, started, release = asyncio.get_running_loop(), asyncio.Event(), threading.Event()
 
-    def slow_decode(
+    def held_decode(
         prompt: list[int],
         stats: ReplyStats | None = None,
         *,
@@ -127,24 +146,34 @@ async def test_a_cancelled_stream_finishes_its_step_before_the_next_reply_starts
     ) -> Iterator[ReplyPiece]:
         for piece in decode(prompt, stats, calls=calls, facts=facts):
             log.append("step starts")
-            time.sleep(0.05)  # a decode step long enough to be cancelled in the middle
+            loop.call_soon_threadsafe(started.set)
+            # The step lasts until the test lets it end: cancelled in its middle on any machine.
+            assert release.wait(120), "the step was never let end"
             log.append("step ends")
             yield piece
 
-    generator._decoder.decode = slow_decode  # type: ignore[method-assign]
+    generator._decoder.decode = held_decode  # type: ignore[method-assign]
 
     async def first_reply() -> None:
         async for _ in generator.stream(HISTORY):
             pass
 
     task = asyncio.create_task(first_reply())
-    for _ in range(60_000):  # until a step is in its thread (a minute at most, however busy)
-        if (log and log[-1] == "step starts") or task.done():
-            break
-        await asyncio.sleep(0.001)
-    assert log, "no decode step started"
+    await asyncio.wait_for(started.wait(), 60)  # a step is in its thread (a minute: a bound)
+    assert log == ["step starts"]
     task.cancel()
-    await asyncio.gather(task, return_exceptions=True)
-    assert log[-1] == "step ends"  # the cancelled step ran to its end before the lock was freed
+    try:
+        await settle()  # ample turns of the loop for a stream that let go of the lock to end
+        assert not task.done()  # it waits for the step in its thread
+    finally:
+        release.set()
+        await asyncio.gather(task, return_exceptions=True)
+    assert log == ["step starts", "step ends"]  # the step ran to its end; no other began
     generator._decoder.decode = decode  # type: ignore[method-assign]
     assert await generator.reply(HISTORY) == await _generators()[0].reply(HISTORY)
+
+
+async def settle() -> None:
+    """Let every task that can run, run (a fixed number of loop turns, not of seconds)."""
+    for _ in range(100):
+        await asyncio.sleep(0)
