@@ -18,7 +18,6 @@ from cadence.kernels import commit_reference
 from cadence.llm.attention_masks import visibility
 from cadence.llm.autoregressive import AutoregressiveDecoder
 from cadence.llm.block_diffusion import BlockDiffusionDecoder
-from cadence.llm.reply_loops import committed_prefix
 from cadence.llm.checkpoint import EMBEDDED_DIR, LoadedModel, load_model
 from cadence.llm.commit_rule import deadline_threshold
 from cadence.llm.decoding import DecodingOptions, ReplyStats, never_in_reply
@@ -26,6 +25,7 @@ from cadence.llm.dialogue import Turn
 from cadence.llm.dialogue_format import DialogueFormat
 from cadence.llm.model import Transformer
 from cadence.llm.options import LLMOptions
+from cadence.llm.reply_loops import committed_prefix
 
 END = 2
 HISTORY = [

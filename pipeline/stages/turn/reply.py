@@ -7,7 +7,8 @@ work with it (``cancel_work``).
 
 Why one state: the reply's fate used to be a handful of booleans (committed, done, …) whose
 legal combinations nobody had written down. ``ReplyState`` names them and ``_NEXT`` the moves
-between them; a move not listed raises where it is attempted::
+between them; a move not listed raises where it is attempted (``generation_ended`` on a
+reply that already ended is no move: it keeps its end)::
 
     PREPARING ──commit──▶ SPEAKING ──generated──▶ SPOKEN ──heard to its end──▶ HEARD
         │ generated                                  ▲
@@ -45,7 +46,7 @@ class EndOfTurnScore:
     wait_ms: float = 0.0
     """The silence it asked for, from the end of speech."""
     scored_ms: float = 0.0
-    """How long the score took to come (0 when ``listen`` had it ready)."""
+    """How long the score took to come (next to nothing when ``listen`` had it ready)."""
 
 
 class ReplyState(Enum):
@@ -124,7 +125,7 @@ class Reply:
     in_history: bool = True
     """False for the request to repeat what could not be transcribed: nothing was said that
     the model should see."""
-    state: ReplyState = field(default=ReplyState.PREPARING, init=False)
+    _state: ReplyState = field(default=ReplyState.PREPARING, init=False)
     end_of_turn: EndOfTurnScore = field(default_factory=EndOfTurnScore)
     """Why the turn was committed when it was (traced with the commit)."""
     committed_at_ms: float = 0.0
@@ -147,10 +148,17 @@ class Reply:
     """A tool ended the call: the reply's words so far are its goodbye, and no round
     follows."""
     generation: asyncio.Task[None] | None = None
+    """The reply's own work — its generation (or its fixed words), a filler, a hang-up once
+    heard — cancelled with it (``cancel_work``)."""
     filler: asyncio.Task[None] | None = None
     hang_up: asyncio.Task[None] | None = None
 
     # --- the lifecycle ----------------------------------------------------------------------
+
+    @property
+    def state(self) -> ReplyState:
+        """Where the reply is in its life; moved only by the verbs below."""
+        return self._state
 
     @property
     def committed(self) -> bool:
@@ -187,9 +195,9 @@ class Reply:
         self._move(ReplyState.WITHDRAWN if self.committed else ReplyState.DROPPED)
 
     def _move(self, to: ReplyState) -> None:
-        if to not in _NEXT[self.state]:
-            raise RuntimeError(f"reply {self.index}: no move from {self.state.name} to {to.name}")
-        self.state = to
+        if to not in _NEXT[self._state]:
+            raise RuntimeError(f"reply {self.index}: no move from {self._state.name} to {to.name}")
+        self._state = to
 
     async def cancel_work(self) -> None:
         """Cancel the reply's generation, its filler and its hang-up, and wait for them."""
