@@ -27,7 +27,6 @@ import asyncio
 import json
 import os
 import socket
-import statistics
 import subprocess
 import sys
 import time
@@ -35,6 +34,8 @@ from pathlib import Path
 
 import psutil
 from websockets.asyncio.client import connect
+
+from cadence.core.stats import median
 
 STREAMS = 8
 MESSAGES = 3000
@@ -149,7 +150,7 @@ def main() -> None:
         for variant in VARIANTS:
             runs[variant].append(run(variant))
     medians = {
-        variant: statistics.median(r["cpu_us_per_message"] for r in results)
+        variant: median(r["cpu_us_per_message"] for r in results)
         for variant, results in runs.items()
     }
     result = {

@@ -17,7 +17,13 @@ while the caller speaks.
 Torch runs on ``--threads`` CPU threads (1 by default): on the shared 2-core development
 machine two threads spin against other work and make a tiny model's steps ten times slower.
 
-Run: python -m cadence.tooling.bench.open_weights_first_piece [--turns 30] [--prefill] [--threads 1]
+Measured once for docs/llm.md ("Figure: time to the first emitted piece, tiny models, CPU") and
+kept beside that figure's note in this folder (not part of any package or the test suite); the
+tiny models it builds stay in the lab, ``cadence.tooling.bench.tiny_open_weights``, which the
+tests import. Run from the repository root:
+
+    python latency_reports/open-weights-first-piece/open_weights_first_piece.py \\
+        [--turns 30] [--prefill] [--threads 1]
 """
 
 from __future__ import annotations
@@ -32,6 +38,7 @@ from pathlib import Path
 
 import torch
 
+from cadence.core.stats import median, percentile
 from cadence.llm import DecoderTurnGenerator, Turn, create_generator
 from cadence.llm.options import LLMOptions
 from cadence.tooling.bench import tiny_open_weights as tiny
@@ -94,8 +101,8 @@ def main() -> None:
             )
             print(
                 f"{name} (block {spec.block_size}): first piece median "
-                f"{statistics.median(first):.1f} ms, p90 {statistics.quantiles(first, n=10)[8]:.1f}"
-                f" ms; whole reply median {statistics.median(whole):.1f} ms; "
+                f"{median(first):.1f} ms, p90 {percentile(first, 90):.1f} ms; "
+                f"whole reply median {median(whole):.1f} ms; "
                 f"{statistics.mean(steps):.1f} steps per block; {len(first)} turns"
             )
 

@@ -2,12 +2,15 @@
 
 Decodes the same short clips one after another and as one batch (encoder alone, then
 encoder + greedy decode), with the embedded tiny.en model, and prints wall times.
-Run from the repository root: python -m cadence.tooling.bench.stt_batching [MANIFEST]
+
+Measured once for docs/voice.md ("STT") and kept here, beside its figures in this folder's
+README (not part of any package or the test suite). Run from the repository root:
+python latency_reports/stt-batching/stt_batching.py [MANIFEST]
 """
 
 from __future__ import annotations
 
-import sys
+import argparse
 import time
 from pathlib import Path
 
@@ -54,4 +57,6 @@ def main(manifest: Path) -> None:
 
 
 if __name__ == "__main__":
-    main(Path(sys.argv[1]) if len(sys.argv) > 1 else MANIFEST)
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("manifest", type=Path, nargs="?", default=MANIFEST)
+    main(parser.parse_args().manifest)

@@ -1,4 +1,4 @@
-"""``python -m cadence.tooling.bench.cpu_budget``: each model's job at 1 and 2 threads.
+"""``python latency_reports/cpu-budget/cpu_budget.py``: each model's job at 1 and 2 threads.
 
 The thread budget (``threads``, docs/cpu-budget.md) starts from what a thread buys each
 library on its own: a whisper decode of a short utterance, the Piper synthesis of a first
@@ -6,13 +6,16 @@ phrase, and a whole reply of the embedded generator — and what the first phras
 decode running beside it on another thread. Loads at 1, 4 and 8 calls (``cadence loadtest
 -c``) then decide between budgets; this says why the candidates are what they are. Medians of
 ``--repeats`` runs, after one warm-up.
+
+Measured once for docs/cpu-budget.md and kept beside its report (not part of any package or
+the test suite); run from the repository root: ``.venv/bin/python
+latency_reports/cpu-budget/cpu_budget.py [--repeats 10]``.
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
-import statistics
 import threading
 import time
 from collections.abc import Callable
@@ -20,6 +23,7 @@ from pathlib import Path
 
 import torch
 
+from cadence.core.stats import median
 from cadence.llm import Turn, load_local_generator
 from cadence.pipeline.config import CadenceConfig, ThreadsConfig
 from cadence.pipeline.model_loading import load_stt, load_tts
@@ -40,7 +44,7 @@ def _median_ms(job: Callable[[], object], repeats: int) -> float:
         started = time.perf_counter()
         job()
         times.append((time.perf_counter() - started) * 1000.0)
-    return statistics.median(times)
+    return median(times)
 
 
 def measure(threads: int, repeats: int, manifest: Path) -> dict[str, float]:

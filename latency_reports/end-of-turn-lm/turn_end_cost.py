@@ -9,7 +9,10 @@ Each job's CPU time is read on the thread that runs it (``time.thread_time``), s
 hold on a busy machine; the wall time of the speculative score is the wait a caller's turn
 could see. One model per process, as a server holds it.
 
-    python -m cadence.tooling.bench.turn_end_cost --words tests/data/speech/words.jsonl \\
+Measured once for docs/end-of-turn.md ("Cost") and kept beside its report, ``cost.json`` (not
+part of any package or the test suite); run from the repository root:
+
+    python latency_reports/end-of-turn-lm/turn_end_cost.py --words tests/data/speech/words.jsonl \\
         --out latency_reports/end-of-turn-lm/cost.json
 """
 

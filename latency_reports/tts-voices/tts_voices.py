@@ -1,4 +1,4 @@
-"""``python -m cadence.tooling.bench.tts_voices``: the embedded voices side by side.
+"""``python latency_reports/tts-voices/tts_voices.py``: the embedded voices side by side.
 
 For each voice (hibari's ``heart``, Piper's ``en_US-joe-medium``) on one and on two
 onnxruntime threads, on the agent replies of ``tests/data/dialogue/agent_replies.txt`` (30
@@ -19,6 +19,11 @@ compares instead the ``cadence loadtest`` runs in those directories (one per voi
 level's ``level-N.jsonl`` and ``.json``) into ``loads.md``: per level, the TTS first audio
 as issue 18 measured it (the reply's first text → its first audio, ahead of the end-of-turn
 decision or not), the caller's voice-to-voice and decision → sound, and the CPU per call.
+
+Measured once for issue 33 (docs/voice.md, "The voices") and kept beside its report, this
+folder (not part of any package or the test suite). From the repository root:
+``python latency_reports/tts-voices/tts_voices.py -o latency_reports/tts-voices --rounds 3``;
+in ``load/``: ``python ../tts_voices.py -o . --loads piper hibari piper-2 hibari-2 …``.
 """
 
 from __future__ import annotations
@@ -256,7 +261,9 @@ def main() -> None:
         return
     replies = [line.strip() for line in args.replies.read_text().splitlines() if line.strip()]
     report: dict[str, Any] = {
-        "command": shlex.join(["python", "-m", "cadence.tooling.bench.tts_voices", *sys.argv[1:]]),
+        "command": shlex.join(
+            ["python", "latency_reports/tts-voices/tts_voices.py", *sys.argv[1:]]
+        ),
         "machine": f"{os.cpu_count()} cores, load average {os.getloadavg()[0]:.1f} at start",
         "replies": len(replies),
         "rounds": args.rounds,

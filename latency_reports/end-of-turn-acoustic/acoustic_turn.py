@@ -21,9 +21,14 @@ the project's text end-of-turn model loads, it scores whisper's words of each sa
 and audio are combined by rules fixed beforehand and by logistic fits evaluated
 leave-one-clip-out. The verdict is in docs/end-of-turn.md.
 
-    python -m cadence.tooling.bench.acoustic_turn --out latency_reports/end-of-turn-acoustic
+    python latency_reports/end-of-turn-acoustic/acoustic_turn.py \\
+        --out latency_reports/end-of-turn-acoustic
 
-Needs ``pip install --no-deps pipecat-ai==1.14.0`` (the model file; nothing of it is imported).
+Rejected work, kept for the record beside its report (this folder's ``README.md`` and
+``metrics.json``): not part of any package or the test suite, linted and type-checked with the
+rest of the tree. Needs ``pip install onnxruntime==1.32.0`` (the version it was measured with,
+unless the voices' dependencies have brought it already) and ``pip install --no-deps
+pipecat-ai==1.14.0`` (the model file; nothing of it is imported).
 """
 
 from __future__ import annotations
@@ -45,6 +50,7 @@ import numpy as np
 import numpy.typing as npt
 import onnxruntime as ort
 
+from cadence.core.stats import auc, median, percentile
 from cadence.tooling.bench.manifest import read_manifest
 from cadence.tooling.bench.paused_clips import (
     Word,
@@ -205,7 +211,7 @@ def prosody(pcm: PCM16, end_s: float) -> dict[str, float | None]:
     voiced = ~np.isnan(f0)
     pitch_slope = None
     if voiced.sum() >= 5:
-        semitones = 12 * np.log2(f0[voiced] / np.median(f0[voiced]))
+        semitones = 12 * np.log2(f0[voiced] / median(f0[voiced]))
         keep = np.abs(semitones) < 7  # octave errors out
         if keep.sum() >= 5:
             pitch_slope = float(np.polyfit(t[voiced][keep], semitones[keep], 1)[0])
@@ -394,21 +400,24 @@ def wilson(hits: int, n: int) -> list[float]:
     return [round(centre - half, 3), round(centre + half, 3)]
 
 
-def auc(positive: Sequence[float], negative: Sequence[float]) -> float | None:
-    """P(a complete sample scores above an incomplete one), ties half."""
+def separation(positive: Sequence[float], negative: Sequence[float]) -> float | None:
+    """P(a complete sample scores above an incomplete one), ties half: ``core.stats.auc``,
+    rounded; ``None`` without both."""
     if not positive or not negative:
         return None
-    wins = sum((p > q) + 0.5 * (p == q) for p in positive for q in negative)
-    return round(wins / (len(positive) * len(negative)), 3)
+    labels = [1] * len(positive) + [0] * len(negative)
+    return round(auc([*positive, *negative], labels), 3)
 
 
-def quantiles(values: Sequence[float]) -> dict[str, float]:
+DISTRIBUTION = {"min": 0, "p10": 10, "p25": 25, "median": 50, "p75": 75, "p90": 90, "max": 100}
+
+
+def distribution(values: Sequence[float]) -> dict[str, float]:
+    """``values``' percentiles (``core.stats.percentile``), rounded as numpy rounds (as the
+    report was written); empty without values."""
     if not values:
         return {}
-    q = np.quantile(values, [0.0, 0.1, 0.25, 0.5, 0.75, 0.9, 1.0])
-    return dict(
-        zip(["min", "p10", "p25", "median", "p75", "p90", "max"], q.round(3).tolist(), strict=True)
-    )
+    return {name: float(np.round(percentile(values, q), 3)) for name, q in DISTRIBUTION.items()}
 
 
 def classify(complete: Sequence[float], incomplete: Sequence[float]) -> dict[str, Any]:
@@ -419,8 +428,10 @@ def classify(complete: Sequence[float], incomplete: Sequence[float]) -> dict[str
     rate_i = held / len(incomplete) if incomplete else math.nan
     # The operating point the wait rule needs: the lowest threshold that still holds 95 % of
     # the incomplete samples, and how many complete ones clear it (threshold-free: fair to a
-    # score whose 0.5 is miscalibrated on this audio).
-    strict = float(np.quantile(incomplete, 0.95, method="higher")) if incomplete else math.nan
+    # score whose 0.5 is miscalibrated on this audio). The threshold is one of the incomplete
+    # scores, an order statistic (numpy's "higher" 95th percentile, as the report was
+    # measured), not an interpolated percentile, which could fall short of holding 95 %.
+    strict = sorted(incomplete)[math.ceil(HOLD * (len(incomplete) - 1))] if incomplete else math.nan
     return {
         f"complete_right_holding_{HOLD:.0%}_incomplete": (
             f"{sum(p > strict for p in complete)}/{len(complete)}"
@@ -434,9 +445,9 @@ def classify(complete: Sequence[float], incomplete: Sequence[float]) -> dict[str
         "balanced_accuracy": (
             None if math.isnan(rate_c + rate_i) else round((rate_c + rate_i) / 2, 3)
         ),
-        "auc": auc(complete, incomplete),
-        "complete_scores": quantiles(complete),
-        "incomplete_scores": quantiles(incomplete),
+        "auc": separation(complete, incomplete),
+        "complete_scores": distribution(complete),
+        "incomplete_scores": distribution(incomplete),
     }
 
 
@@ -521,8 +532,10 @@ def time_inference(model: SmartTurn, pcm: PCM16, runs: int) -> dict[str, Any]:
         onnx_ms.append((time.perf_counter() - middle) * 1000)
 
     def summary(values: Sequence[float]) -> dict[str, float]:
-        q = np.quantile(values, [0.1, 0.5, 0.9])
-        return {"p10": round(q[0], 2), "median": round(q[1], 2), "p90": round(q[2], 2)}
+        return {
+            name: float(np.round(percentile(values, q), 2))
+            for name, q in {"p10": 10, "median": 50, "p90": 90}.items()
+        }
 
     return {
         "runs": runs,
@@ -574,7 +587,7 @@ def channel_report(group: Sequence[Sample], pauses: Sequence[float]) -> dict[str
     # Falling pitch and level are the textbook cues of a finished statement: the score is
     # minus the slope.
     report["prosody_auc"] = {
-        cue: auc(
+        cue: separation(
             [-v for v in scores(group, cue, kind="end", **at)],
             [-v for v in scores(group, cue, kind="mid", **at)],
         )
@@ -695,7 +708,7 @@ def main(argv: Sequence[str] | None = None) -> None:
     timing = time_inference(model, max(samples, key=lambda s: len(s.pcm)).pcm, args.runs)
 
     metrics = {
-        "command": f"python -m cadence.tooling.bench.acoustic_turn --out {args.out}",
+        "command": f"python latency_reports/end-of-turn-acoustic/acoustic_turn.py --out {args.out}",
         "model": {
             "name": "Smart Turn v3.2 (CPU ONNX)",
             "package": PIPECAT,
