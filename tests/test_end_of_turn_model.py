@@ -279,7 +279,7 @@ def test_training_learns_a_separable_toy_pattern_deterministically(tmp_path: Pat
 
 
 def test_the_command_defaults_are_the_training_defaults() -> None:
-    from cadence.tooling.training.end_of_turn import TurnModelOptions
+    from cadence.tooling.training.end_of_turn_options import TurnModelOptions
 
     defaults = TurnModelOptions(corpora=(), validation=Path(), out=Path())
     options = inspect.signature(turn_cmd.train_turn_model).parameters

@@ -23,7 +23,8 @@ from cadence.tooling.training.lm_corpus import (
     smollm2_tokenizer,
 )
 from cadence.tooling.training.lm_objectives import block_diffusion_mask
-from cadence.tooling.training.lm_train import AdapterOptions, parse_options, train_adapters
+from cadence.tooling.training.lm_train import parse_options, train_adapters
+from cadence.tooling.training.lm_train_options import AdapterOptions
 
 DATA = Path(__file__).resolve().parents[1] / ".." / "shared" / "data" / "dialogue"
 LAYERS = 2

@@ -43,7 +43,8 @@ def train_turn_model(
     threads: int = typer.Option(1, "--threads", help="Torch CPU threads."),
 ) -> None:
     """Train the text end-of-turn model, tune its threshold, write its weights and metrics."""
-    from cadence.tooling.training.end_of_turn import TurnModelOptions, train_turn_model
+    from cadence.tooling.training.end_of_turn import train_turn_model
+    from cadence.tooling.training.end_of_turn_options import TurnModelOptions
 
     err = Console(stderr=True, soft_wrap=True)
     paths = [_corpus_path(data, name) for name in corpus]
