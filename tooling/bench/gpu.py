@@ -24,6 +24,7 @@ The device has no pip: if pydantic is missing there, carry it as wheels (docs/ke
 from __future__ import annotations
 
 import argparse
+import contextlib
 import gc
 import json
 import platform
@@ -346,32 +347,20 @@ def main(argv: list[str] | None = None) -> int:
     torch.set_num_threads(min(torch.get_num_threads(), 8))
     sections = args.sections.split(",")
     budget = args.budget_s
-    if "commit" in sections:
-        with torch.inference_mode():
-            _section(
-                report,
-                "commit",
-                budget,
-                partial(gpu_measures.commit_rows, device, args.repeats),
-                args.out,
-            )
-    if "attention" in sections:
-        with torch.inference_mode():
-            _section(
-                report,
-                "attention",
-                budget,
-                partial(gpu_measures.attention_rows, device, args.repeats),
-                args.out,
-            )
-    for name in full_size.MODELS:
+    # (name, what it runs, whether under torch.inference_mode), in the order they run.
+    plan: list[tuple[str, Callable[[], Any], bool]] = [
+        ("commit", partial(gpu_measures.commit_rows, device, args.repeats), True),
+        ("attention", partial(gpu_measures.attention_rows, device, args.repeats), True),
+        *(
+            (name, partial(_family, name, report["size"], device, args, report), False)
+            for name in full_size.MODELS
+        ),
+        ("embedded", partial(_embedded, device, args.repeats, report), False),
+    ]
+    for name, run, inference in plan:
         if name in sections:
-            run = partial(_family, name, report["size"], device, args, report)
-            _section(report, name, budget, run, args.out)
-    if "embedded" in sections:
-        _section(
-            report, "embedded", budget, partial(_embedded, device, args.repeats, report), args.out
-        )
+            with torch.inference_mode() if inference else contextlib.nullcontext():
+                _section(report, name, budget, run, args.out)
     report["commit_choices"] = gpu_measures.chosen_commits()
     report["targets"] = targets(report) if device.type == "cuda" else []  # a GPU's targets
     report["seconds"] = round(time.perf_counter() - report["_started"], 1)

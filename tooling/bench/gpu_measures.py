@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import statistics
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -23,6 +22,7 @@ import torch
 
 from cadence import kernels
 from cadence.core.clock import MonotonicClock, VirtualClock
+from cadence.core.stats import median, percentile
 from cadence.kernels.commit_reference import commit_reference
 from cadence.kernels.dispatch import Backend, commit_choices
 from cadence.llm.decoding import DecodingOptions, ReplyStats
@@ -43,10 +43,9 @@ HISTORY_TURNS = 6
 
 def summary(times: list[float]) -> dict[str, float | int]:
     """Median, 90th percentile and count of ``times`` (milliseconds)."""
-    p90 = statistics.quantiles(times, n=10)[-1] if len(times) > 1 else times[0]
     return {
-        "p50_ms": round(statistics.median(times), 3),
-        "p90_ms": round(p90, 3),
+        "p50_ms": round(median(times), 3),
+        "p90_ms": round(percentile(times, 90), 3),
         "runs": len(times),
     }
 
@@ -222,17 +221,15 @@ async def _turns(
     row: Row = {
         "first_piece": summary(first),
         "whole_reply": summary(whole),
-        "reply_tokens": statistics.median(tokens),
-        "steps_per_reply": statistics.median(steps),
-        "ms_per_step": round(
-            statistics.median(w / s for w, s in zip(whole, steps, strict=True)), 3
-        ),
+        "reply_tokens": median(tokens),
+        "steps_per_reply": median(steps),
+        "ms_per_step": round(median(w / s for w, s in zip(whole, steps, strict=True)), 3),
     }
     if any(forwards):
         row["forwards_to_first_piece"] = summary([float(n) for n in before_first])
-        row["forwards_per_reply"] = statistics.median(forwards)
+        row["forwards_per_reply"] = median(forwards)
         row["ms_per_forward"] = round(
-            statistics.median(w / n for w, n in zip(whole, forwards, strict=True)), 3
+            median(w / n for w, n in zip(whole, forwards, strict=True)), 3
         )
     return row
 

@@ -15,7 +15,6 @@ model); nothing imports it.
 from __future__ import annotations
 
 import os
-import statistics
 import sys
 import time
 from collections.abc import Callable, Iterator
@@ -32,6 +31,7 @@ from rich.table import Table
 
 from cadence import kernels
 from cadence.core.clock import MonotonicClock
+from cadence.core.stats import median, percentile
 from cadence.kernels.dispatch import Backend
 from cadence.llm.block_diffusion import BlockDiffusionDecoder
 from cadence.llm.checkpoint import load_model
@@ -71,11 +71,11 @@ class Row:
 
     @property
     def median(self) -> float:
-        return statistics.median(self.times_ms)
+        return median(self.times_ms)
 
     @property
     def p90(self) -> float:
-        return statistics.quantiles(self.times_ms, n=10)[-1]
+        return percentile(self.times_ms, 90)
 
 
 def implementations(device: torch.device, interpreter: bool) -> list[Implementation]:

@@ -15,10 +15,10 @@ from __future__ import annotations
 import argparse
 import asyncio
 import os
-import statistics
 import sys
 import time
 
+from cadence.core.stats import median, percentile
 from cadence.llm import Turn
 from cadence.llm.options import OpenAIOptions
 from cadence.llm.remote import create_openai_generator
@@ -60,10 +60,9 @@ def main() -> None:
     print("$", " ".join([".venv/bin/python", *sys.argv]))
     print(f"fake service delay before the first token: {args.service_delay_ms:.0f} ms")
     print(f"first turn (new connection): {cold:.1f} ms to the first piece")
-    quantiles = statistics.quantiles(warm, n=20)
     print(
-        f"next {len(warm)} turns (kept connection): median {statistics.median(warm):.1f} ms, "
-        f"p95 {quantiles[18]:.1f} ms, min {min(warm):.1f} ms"
+        f"next {len(warm)} turns (kept connection): median {median(warm):.1f} ms, "
+        f"p95 {percentile(warm, 95):.1f} ms, min {min(warm):.1f} ms"
     )
 
 

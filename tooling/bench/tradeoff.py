@@ -28,6 +28,7 @@ from typing import Any
 
 import numpy as np
 
+from cadence.core.stats import percentile
 from cadence.pipeline.config import EndOfTurnConfig
 from cadence.pipeline.end_of_turn import end_of_turn_wait_ms
 
@@ -95,7 +96,7 @@ def _point(
         talk_over_rate=_rate(hits, len(cases)),
         talk_overs=hits,
         mean_wait_ms=float(paid.mean()) if len(paid) else None,
-        p90_wait_ms=float(np.percentile(paid, 90)) if len(paid) else None,
+        p90_wait_ms=percentile(paid, 90) if len(paid) else None,
     )
 
 

@@ -23,6 +23,7 @@ import sacrebleu
 import torch
 
 from cadence.core.clock import MonotonicClock
+from cadence.core.stats import percentile
 from cadence.llm.autoregressive import AutoregressiveDecoder
 from cadence.llm.block_diffusion import BlockDiffusionDecoder
 from cadence.llm.checkpoint import LoadedModel
@@ -259,10 +260,5 @@ def _generate(
 
 
 def _percentile(values: Sequence[float], percent: int) -> float:
-    if not values:
-        return float("nan")
-    ordered = sorted(values)
-    rank = (len(ordered) - 1) * percent / 100
-    low = math.floor(rank)
-    high = min(low + 1, len(ordered) - 1)
-    return ordered[low] + (ordered[high] - ordered[low]) * (rank - low)
+    """``core.stats.percentile``, NaN without values (a backend that gave no first piece)."""
+    return percentile(values, percent) if values else float("nan")

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from cadence.core.stats import percentile
 from cadence.voice.audio.pcm import PCM16
 
 
@@ -18,6 +19,6 @@ def speech_bounds_ms(pcm: PCM16, sample_rate: int) -> tuple[float, float]:
     if not len(frames):
         raise ValueError("clip shorter than 10 ms")
     level = 10 * np.log10((frames**2).mean(axis=1) + 1e-9)
-    background, peak = np.percentile(level, 10), level.max()
+    background, peak = percentile(level, 10), level.max()
     active = np.flatnonzero(level > max(background + 15, peak - 40))
     return float(active[0] * 10), float((active[-1] + 1) * 10)
