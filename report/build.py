@@ -12,9 +12,10 @@ from typing import Any, Final
 from cadence.pipeline.config import BudgetConfig
 from cadence.pipeline.tracing import TurnTrace
 from cadence.report.aggregate import summarize
+from cadence.report.files import write_report
 from cadence.report.markdown import render_markdown
-from cadence.report.plots import PLOTS, write_plots
-from cadence.report.run_info import RunInfo, write_run_info
+from cadence.report.plots import PLOTS, figures
+from cadence.report.run_info import RUN_FILE, RunInfo, run_info_json
 from cadence.report.summary import ReportSummary
 from cadence.report.variants import group_by_variant
 
@@ -34,9 +35,14 @@ def build_report(
     """Write the report of ``traces`` into ``out`` and return its summary. Raises
     ``ValueError`` when there are no traces."""
     summary = summarize(traces, budget, config=config, machine=machine, command=command)
-    out.mkdir(parents=True, exist_ok=True)
-    write_run_info(RunInfo(machine=machine, command=command, config=config, budget=budget), out)
-    (out / SUMMARY_FILE).write_text(summary.to_json(), encoding="utf-8")
-    (out / REPORT_FILE).write_text(render_markdown(summary, PLOTS), encoding="utf-8")
-    write_plots(group_by_variant(traces), summary.variant, budget, out)
+    info = RunInfo(machine=machine, command=command, config=config, budget=budget)
+    write_report(
+        out,
+        {
+            RUN_FILE: run_info_json(info),
+            SUMMARY_FILE: summary.to_json(),
+            REPORT_FILE: render_markdown(summary, PLOTS),
+            **figures(group_by_variant(traces), summary.variant, budget),
+        },
+    )
     return summary

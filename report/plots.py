@@ -7,12 +7,10 @@ and a bench can draw from any thread.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from pathlib import Path
 from typing import Final
 
 import numpy as np
 from matplotlib.axes import Axes
-from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 from matplotlib.lines import Line2D
 from matplotlib.patches import Patch
@@ -38,20 +36,21 @@ PLOTS: Final = {
     "cdf.png": "Voice-to-voice CDF",
     "stages.png": "Stage latencies against their budget shares",
 }
-"""File name → caption of every figure ``write_plots`` draws."""
+"""File name → caption of every figure ``figures`` draws."""
 
 _COLORS: Final = dict(zip(STAGE_NAMES, ("C0", "C1", "C2", "C3", "C4"), strict=True))
-_DPI: Final = 120
 
 
-def write_plots(
-    groups: Mapping[str, Sequence[TurnTrace]], primary: str, budget: BudgetConfig, out: Path
-) -> None:
-    """Draw every figure of ``PLOTS`` into ``out``: the waterfall and the stage boxes of the
+def figures(
+    groups: Mapping[str, Sequence[TurnTrace]], primary: str, budget: BudgetConfig
+) -> dict[str, Figure]:
+    """Every figure of ``PLOTS`` by its file name: the waterfall and the stage boxes of the
     primary variant, the CDF of every variant."""
-    save_figure(waterfall(groups[primary], primary, budget), out / "waterfall.png")
-    save_figure(voice_to_voice_cdf(groups, budget), out / "cdf.png")
-    save_figure(stage_boxes(groups[primary], primary, budget), out / "stages.png")
+    return {
+        "waterfall.png": waterfall(groups[primary], primary, budget),
+        "cdf.png": voice_to_voice_cdf(groups, budget),
+        "stages.png": stage_boxes(groups[primary], primary, budget),
+    }
 
 
 def waterfall(turns: Sequence[TurnTrace], variant: str, budget: BudgetConfig) -> Figure:
@@ -195,9 +194,3 @@ def _budget_line(ax: Axes, budget: BudgetConfig) -> Line2D:
 
 def _no_data(ax: Axes, message: str) -> None:
     ax.text(0.5, 0.5, message, transform=ax.transAxes, ha="center", va="center")
-
-
-def save_figure(fig: Figure, path: Path) -> None:
-    """Draw ``fig`` into a PNG file (no pyplot, no display)."""
-    FigureCanvasAgg(fig)
-    fig.savefig(path, dpi=_DPI)

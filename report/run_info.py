@@ -34,8 +34,9 @@ def machine_description() -> str:
     return f"{platform.machine()}, {os.cpu_count()} cores, Python {platform.python_version()}"
 
 
-def write_run_info(info: RunInfo, directory: Path) -> None:
-    (directory / RUN_FILE).write_text(info.model_dump_json(indent=2) + "\n", encoding="utf-8")
+def run_info_json(info: RunInfo) -> str:
+    """``run.json``'s text (``report/files.py`` writes it)."""
+    return info.model_dump_json(indent=2) + "\n"
 
 
 def read_run_info(traces: Path) -> RunInfo | None:

@@ -15,7 +15,7 @@ import pytest
 
 from cadence.pipeline.config import EndOfTurnConfig
 from cadence.pipeline.end_of_turn import end_of_turn_wait_ms
-from cadence.pipeline.tracing import CALLER_MEASURED, AnchorEvent, TurnTrace
+from cadence.pipeline.tracing import CALLER_MEASURED, AnchorEvent, TurnTrace, utterance_outcome
 from cadence.tooling.bench.interruptions import (
     noise_sounds,
     real_short_words,
@@ -34,16 +34,17 @@ from cadence.tooling.bench.turn_taking import (
     JSON_FILE,
     MARKDOWN_FILE,
     PLOT_FILE,
-    Heard,
     TurnClip,
-    clip_outcome,
     live_figures,
+)
+from cadence.tooling.bench.turn_taking_offline import (
+    Heard,
     offline_cases,
     reference_prefixes,
     text_model_accuracy,
     tradeoff_figures,
-    write_report,
 )
+from cadence.tooling.bench.turn_taking_report import write_turn_taking
 from cadence.voice.audio import level_db
 
 SPEECH = Path(__file__).parent / "data" / "speech"
@@ -212,13 +213,13 @@ def test_live_figures_count_talk_overs_by_pause_and_voice_to_voice_of_complete_t
     assert p5["heard_at_s"] == pytest.approx(1.2)
 
 
-def test_a_clip_talked_over_counts_so_even_when_it_was_answered_after() -> None:
+def test_an_utterance_talked_over_counts_so_even_when_it_was_answered_after() -> None:
     talked = _trace("x", end=1000, heard=500)
     answered = _trace("x", end=1000, heard=1300)
-    assert clip_outcome([talked, answered]) == "talked_over"
-    assert clip_outcome([answered]) == "answered"
-    assert clip_outcome([_trace("x", end=1000, heard=None)]) == "unanswered"
-    assert clip_outcome([_trace("x", end=1000, heard=1300, llm_error="boom")]) == "failed"
+    assert utterance_outcome([talked, answered]) == "talked_over"
+    assert utterance_outcome([answered]) == "answered"
+    assert utterance_outcome([_trace("x", end=1000, heard=None)]) == "unanswered"
+    assert utterance_outcome([_trace("x", end=1000, heard=1300, llm_error="boom")]) == "failed"
 
 
 # ---------------------------------------------------------------------------------- text model
@@ -315,7 +316,7 @@ def test_the_report_has_its_files_and_sections(tmp_path: Path) -> None:
             "accuracy": {"16 kHz": text_model_accuracy(lambda t: 0.9, 0.5, ["Go out."], [], [])},
         },
     }
-    write_report(report, tmp_path)
+    write_turn_taking(report, tmp_path)
     assert json.loads((tmp_path / JSON_FILE).read_text()) == report
     markdown = (tmp_path / MARKDOWN_FILE).read_text()
     for text in ("## direct", "**0.5–1 s**", "False interruptions", "The trade-off",

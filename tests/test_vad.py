@@ -7,6 +7,7 @@ import pytest
 from collector import Collector
 from speech_data import clips, speech_bounds_ms, with_pause, with_silence
 
+from cadence.core.stats import median
 from cadence.pipeline.config import VADConfig
 from cadence.pipeline.frames import (
     AudioInFrame,
@@ -132,8 +133,8 @@ async def test_speech_boundaries_on_real_clips_padded_with_silence(engine: str) 
         assert isinstance(events[-1], EndpointFrame), clip.id
     off = [(cid, s, e) for cid, s, e in errors if max(abs(s), abs(e)) > 120]
     print(f"{engine}: boundary errors (ms) beyond 120: {off}")
-    assert np.median([abs(s) for _, s, _ in errors]) <= 60
-    assert np.median([abs(e) for _, _, e in errors]) <= 60
+    assert median([abs(s) for _, s, _ in errors]) <= 60
+    assert median([abs(e) for _, _, e in errors]) <= 60
     # webrtcvad models voicing, so a soft unvoiced edge (the "s" of "figures", the "s" of
     # "sunday") can fall outside: allow a few such clips, and report them.
     assert len(off) <= 0.15 * len(errors), off

@@ -34,15 +34,11 @@ from web_harness import wait_until, web_config
 from websockets.asyncio.client import connect
 from websockets.exceptions import ConnectionClosed
 
+from cadence.pipeline.tracing import TurnOutcome
+from cadence.tooling.bench.calls import CallFailure, CallResult, converse, place_call
 from cadence.tooling.bench.manifest import ManifestClip
 from cadence.tooling.bench.runners import CallerClip
-from cadence.tooling.bench.workers import (
-    CallOutcome,
-    CallResult,
-    ServerProcess,
-    converse,
-    place_call,
-)
+from cadence.tooling.bench.server_process import ServerProcess
 from cadence.web.server import CadenceServer
 
 CALLER = "osr_us_0034_8k_s01"
@@ -137,7 +133,7 @@ async def test_a_drain_lets_the_call_in_progress_finish_and_refuses_newcomers(
 
         # The turn under way when the drain began is answered after the true end of speech.
         outcome, voice_to_voice = await turn
-        assert outcome is CallOutcome.ANSWERED, outcome
+        assert outcome is TurnOutcome.ANSWERED, outcome
         assert voice_to_voice is not None
     assert await asyncio.wait_for(drain, WAIT_S) == 0
 
@@ -212,7 +208,7 @@ async def test_a_pool_whose_workers_cannot_start_exits_with_the_reason(
     assert "failed to start" in log, log
 
 
-REPLIED = (CallOutcome.ANSWERED, CallOutcome.TALKED_OVER)
+REPLIED = (TurnOutcome.ANSWERED, TurnOutcome.TALKED_OVER)
 """A reply was heard. Whether it waited for the true end of speech is for the turn-taking
 tests (test_turn_taking.py); here, on two busy cores, what counts is that the call was served."""
 
@@ -299,7 +295,7 @@ async def test_two_workers_on_one_port_a_killed_one_is_replaced_and_sigterm_drai
         )
         refused = CallResult(1, 0.0)
         await place_call(url, speech, refused, time.monotonic())
-        assert (refused.outcome, refused.detail) == (CallOutcome.REFUSED, "draining")
+        assert (refused.outcome, refused.detail) == (CallFailure.REFUSED, "draining")
         outcome, _ = await turn
         assert outcome in REPLIED, outcome
         await last.hang_up()

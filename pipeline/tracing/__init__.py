@@ -16,6 +16,7 @@ from cadence.pipeline.tracing.outcomes import (
     heard_at_ms,
     talked_over_by_ms,
     turn_outcome,
+    utterance_outcome,
 )
 from cadence.pipeline.tracing.session_tracer import session_tracer
 from cadence.pipeline.tracing.sinks import (
@@ -55,4 +56,5 @@ __all__ = [
     "session_tracer",
     "talked_over_by_ms",
     "turn_outcome",
+    "utterance_outcome",
 ]

@@ -15,6 +15,12 @@ The outcome is read off the trace alone, in this order — the first that applie
 5. ``interrupted``: answered after the end of speech, then cut by the caller's barge-in.
 6. ``answered``: answered after the end of speech, and heard out.
 
+A caller's utterance the engine split into several turns (it committed at a pause, then the
+caller went on) has one outcome too, ``utterance_outcome``, folded from its turns' outcomes:
+``failed`` if any failed, else ``talked_over`` if any was, else ``answered`` if any reply came
+after the end of speech (heard out or interrupted), else ``unanswered`` — a withdrawn early
+commit is not an outcome of the utterance, only of its turn.
+
 "Heard" is ``audio_heard_first`` where the caller measured it (a trace annotated
 ``caller_measured``: one without ``audio_heard_first`` then was never heard), else the
 server's ``audio_out_first``.
@@ -22,6 +28,7 @@ server's ``audio_out_first``.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from enum import StrEnum
 
 from cadence.pipeline.tracing.anchors import AnchorEvent
@@ -81,3 +88,16 @@ def talked_over_by_ms(turn: TurnTrace) -> float | None:
     if turn_outcome(turn) is not TurnOutcome.TALKED_OVER or heard is None or speech_end is None:
         return None
     return speech_end - heard
+
+
+def utterance_outcome(turns: Iterable[TurnTrace]) -> TurnOutcome:
+    """The one outcome of a caller's utterance played as ``turns`` (the module's docstring):
+    ``failed``, ``talked_over``, ``answered`` or ``unanswered``."""
+    outcomes = {turn_outcome(turn) for turn in turns}
+    if TurnOutcome.FAILED in outcomes:
+        return TurnOutcome.FAILED
+    if TurnOutcome.TALKED_OVER in outcomes:
+        return TurnOutcome.TALKED_OVER
+    if outcomes & ANSWERED_IN_TIME:
+        return TurnOutcome.ANSWERED
+    return TurnOutcome.UNANSWERED

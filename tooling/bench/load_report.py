@@ -16,7 +16,7 @@ from cadence.pipeline.config import BudgetConfig
 from cadence.pipeline.tracing import TurnTrace
 from cadence.report.aggregate import summarize_variant
 from cadence.report.build import build_report
-from cadence.report.plots import save_figure
+from cadence.report.files import write_report
 from cadence.report.summary import VariantSummary
 from cadence.report.variants import group_by_variant
 from cadence.tooling.bench.load import LevelResult, level_name
@@ -44,9 +44,14 @@ def write_load_report(
         for result in results
     }
     text = _markdown(results, levels, leaked, budget, machine=machine, command=command)
-    (out / LOAD_REPORT).write_text(text, encoding="utf-8")
-    save_figure(_latency_figure(results, levels, budget), out / "load.png")
-    save_figure(_resources_figure(results), out / "resources.png")
+    write_report(
+        out,
+        {
+            LOAD_REPORT: text,
+            "load.png": _latency_figure(results, levels, budget),
+            "resources.png": _resources_figure(results),
+        },
+    )
     return text
 
 

@@ -13,8 +13,9 @@ The traces are the server's (its ``on_event`` hook), so every stage is measured 
 terms as in process; ``user_speech_end`` is the clip's true end of speech, and
 ``audio_heard_first`` when the emulator heard each reply (``tooling/emulators/hearing.py``),
 both carried from the emulator's clock onto the session's. Each call waits for a reply heard
-after the true end of speech, as ``run_turn`` does: ``speak_and_listen``, which ``cadence
-bench-workers`` (``tooling/bench/workers.py``) has its callers use too.
+after the true end of speech as every bench's caller does (``listen_for_reply``):
+``speak_and_listen``, which ``cadence bench-workers``' calls (``tooling/bench/calls.py``) say
+their clips with too.
 """
 
 from __future__ import annotations
@@ -34,16 +35,15 @@ from websockets.exceptions import ConnectionClosed
 from cadence.pipeline.config import ServerConfig
 from cadence.pipeline.events import SessionEndedEvent, SessionEvent, TraceEvent, TranscriptEvent
 from cadence.pipeline.session import VoiceSession
-from cadence.pipeline.tracing import TurnTrace
+from cadence.pipeline.tracing import CALLER_MEASURED, AnchorEvent, TurnTrace
 from cadence.tooling.bench.manifest import ManifestClip
 from cadence.tooling.bench.turn_bench import (
     LEAD_MS,
-    MAX_REPLY_WAIT_MS,
     POLL_MS,
     TAIL_MS,
     Variant,
-    answered,
     bench_config,
+    listen_for_reply,
     with_ground_truth,
 )
 from cadence.tooling.emulators.browser import BrowserEmulator
@@ -198,6 +198,16 @@ class SpokenTurn:
     heard_at_ms: list[float]
     """When each audible window of reply audio began, from when the caller began speaking."""
 
+    def trace(self, session_id: str) -> TurnTrace:
+        """The turn as its caller measured it — its true end of speech, the first reply sound
+        it heard — for the tracer's outcome rule to judge like any server's trace."""
+        events = {AnchorEvent.USER_SPEECH_END: self.true_end_ms}
+        if self.heard_at_ms:
+            events[AnchorEvent.AUDIO_HEARD_FIRST] = self.heard_at_ms[0]
+        return TurnTrace(
+            session_id=session_id, turn=0, events=events, annotations={CALLER_MEASURED: True}
+        )
+
 
 async def speak_and_listen(phone: TwilioEmulator, clip: CallerClip) -> SpokenTurn:
     """On a call in progress: once the agent is quiet, say ``clip``, then keep the line open
@@ -210,11 +220,13 @@ async def speak_and_listen(phone: TwilioEmulator, clip: CallerClip) -> SpokenTur
     speaking_from = phone.position_ms
     true_end = speaking_from + clip.speech_end_ms
     await phone.say(clip.audio, TELEPHONE_RATE)
-    await phone.pause(TAIL_MS)
-    while not answered(phone.heard_at_ms(), true_end) and (
-        phone.position_ms - true_end < MAX_REPLY_WAIT_MS
-    ):
-        await phone.pause(POLL_MS)
+    await listen_for_reply(
+        phone.pause,
+        lambda: phone.position_ms,
+        phone.heard_at_ms,
+        true_end_ms=true_end,
+        silent_until_ms=phone.position_ms + TAIL_MS,
+    )
     return SpokenTurn(true_end, [at for at in phone.heard_at_ms() if at >= speaking_from])
 
 
@@ -266,11 +278,13 @@ class WebRTCTurnRunner(CallRunner):
             offset_ms = session.clock.now_ms() - page.now_ms()
             true_end = page.say(audio, SPEECH_RATE) + speech_end
             clip_end = true_end - speech_end + 1000.0 * len(audio) / SPEECH_RATE
-            while page.now_ms() < clip_end + TAIL_MS or (
-                not answered(page.heard_at_ms, true_end)
-                and page.now_ms() - true_end < MAX_REPLY_WAIT_MS
-            ):
-                await page.pause(POLL_MS)
+            await listen_for_reply(
+                page.pause,
+                page.now_ms,
+                lambda: page.heard_at_ms,
+                true_end_ms=true_end,
+                silent_until_ms=clip_end + TAIL_MS,
+            )
         return await self._measured(
             page.session_id,
             clip,

@@ -94,9 +94,24 @@ class _SpeculationWatch:
             self.speculative_hit = True  # the answer came from the speculative decode
 
 
-def answered(heard_at_ms: list[float], true_end_ms: float) -> bool:
-    """Whether a reply was heard after the caller's true end of speech."""
-    return first_heard_after(heard_at_ms, true_end_ms) is not None
+async def listen_for_reply(
+    pause: Callable[[float], Awaitable[None]],
+    now_ms: Callable[[], float],
+    heard_at_ms: Callable[[], list[float]],
+    *,
+    true_end_ms: float,
+    silent_until_ms: float,
+    poll_ms: float = POLL_MS,
+) -> None:
+    """How every bench's caller waits, whatever carries its call: silent (``pause``) until
+    ``silent_until_ms`` at least, then until it has heard a reply after its true end of speech,
+    or for ``MAX_REPLY_WAIT_MS`` after it. ``now_ms`` is where the caller is on its own clock;
+    ``heard_at_ms``, what it has heard so far (``tooling/emulators/hearing.py``)."""
+    while now_ms() < silent_until_ms or (
+        first_heard_after(heard_at_ms(), true_end_ms) is None
+        and now_ms() - true_end_ms < MAX_REPLY_WAIT_MS
+    ):
+        await pause(poll_ms)
 
 
 TurnRunner = Callable[[ManifestClip, Variant, str, int], Awaitable[list[TurnTrace]]]
@@ -163,11 +178,14 @@ async def answered_call(
         await caller.pause(LEAD_MS)
         true_end = caller.position_ms + speech_end
         await caller.say(audio)
-        await caller.pause(tail_ms)
-        while not answered(output.heard_at_ms(), true_end) and (
-            caller.position_ms - true_end < MAX_REPLY_WAIT_MS
-        ):
-            await caller.pause(poll_ms)
+        await listen_for_reply(
+            caller.pause,
+            lambda: caller.position_ms,
+            output.heard_at_ms,
+            true_end_ms=true_end,
+            silent_until_ms=caller.position_ms + tail_ms,
+            poll_ms=poll_ms,
+        )
         yield AnsweredCall(session, caller, output, traces, true_end)
     finally:
         await session.cancel("bench call measured")

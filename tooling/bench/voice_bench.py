@@ -10,7 +10,6 @@ cost side by side.
 
 from __future__ import annotations
 
-import json
 import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -35,6 +34,7 @@ from cadence.pipeline.frames import (
 from cadence.pipeline.model_loading import load_stt, load_tts
 from cadence.pipeline.pipeline import Pipeline
 from cadence.pipeline.stages import STTStage, TTSStage, VADStage
+from cadence.report.files import write_report
 from cadence.tooling.bench.manifest import ManifestClip
 from cadence.voice.audio.speech_bounds import speech_bounds_ms
 from cadence.voice.audio.wavfile import read_audio
@@ -257,7 +257,6 @@ async def run_voice_bench(
     }
 
 
-def write_report(report: dict[str, Any], out: Path) -> None:
-    out.mkdir(parents=True, exist_ok=True)
-    (out / "voice_bench.json").write_text(json.dumps(report, indent=2) + "\n")
-    (out / "voice_bench.md").write_text(render_markdown(report))
+def write_voice_bench(report: dict[str, Any], out: Path) -> None:
+    """``voice_bench.json`` and ``voice_bench.md`` into ``out``."""
+    write_report(out, {"voice_bench.json": report, "voice_bench.md": render_markdown(report)})

@@ -8,7 +8,8 @@ traces: each call is judged by what its caller heard.
 
 * **voice-to-voice**: the clip's true end of speech (``speech_bounds_ms``) to the first
   reply sound the caller heard (``tooling/emulators/hearing.py``), of the calls answered
-  after it; every call has an outcome (``CallOutcome``), and every outcome is counted.
+  after it; every call has an outcome (the tracer's, or why it had no turn: ``calls.py``), and every
+  outcome is counted.
 * **CPU per call**: the CPU time of the pool and its workers over a level, divided by the
   seconds of calls in progress — cores a call keeps busy, at that load.
 * **which worker**: every second, each worker's established connections on the port (its
@@ -24,197 +25,30 @@ traces: each call is judged by what its caller heard.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import itertools
 import json
 import os
 import signal
-import socket
-import sys
 import time
-import urllib.error
-import urllib.request
 from collections import Counter
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
-from enum import StrEnum
 from pathlib import Path
 from typing import Any
 
-import psutil
-from websockets.exceptions import ConnectionClosed
-
 from cadence.core.stats import percentiles
 from cadence.pipeline.config import CadenceConfig
+from cadence.report.files import write_report
+from cadence.tooling.bench.calls import CALL_OUTCOMES, CallFailure, CallResult, place_call
 from cadence.tooling.bench.manifest import ManifestClip
-from cadence.tooling.bench.runners import CallerClip, speak_and_listen
-from cadence.tooling.emulators.hearing import first_heard_after
-from cadence.tooling.emulators.twilio import TwilioEmulator
-from cadence.web.signaling import CloseCode
+from cadence.tooling.bench.runners import CallerClip
+from cadence.tooling.bench.server_process import ServerProcess
 
-START_TIMEOUT_S = 180.0
-"""How long the pool may take to load every worker's models and listen."""
 SAMPLE_EVERY_S = 1.0
 RETRY_AFTER_S = 1.0
 """A refused or failed caller waits this long before calling again, as an auto-dialler would."""
 EVENT_AFTER_S = 20.0
 """How far into a kill or drain run the worker is killed, or the pool told to stop."""
-
-
-class CallOutcome(StrEnum):
-    ANSWERED = "answered"
-    """A reply was heard after the true end of speech."""
-    TALKED_OVER = "talked_over"
-    """The first reply sound came before the true end of speech."""
-    UNANSWERED = "unanswered"
-    """Nothing was heard within ``MAX_REPLY_WAIT_MS`` of the end of speech."""
-    REFUSED = "refused"
-    """Closed with 1013 (full or draining) before any reply."""
-    CUT = "cut"
-    """The server's side went away mid-call: closed without a reason the caller was owed, or
-    the connection was lost."""
-    UNREACHABLE = "unreachable"
-    """The port did not take the connection (a server gone)."""
-
-
-@dataclass
-class CallResult:
-    caller: int
-    started_s: float
-    """When the call was placed, from the start of the run."""
-    ended_s: float = 0.0
-    outcome: CallOutcome = CallOutcome.UNANSWERED
-    voice_to_voice_ms: float | None = None
-    detail: str = ""
-
-
-async def converse(phone: TwilioEmulator, clip: CallerClip) -> tuple[CallOutcome, float | None]:
-    """On a call in progress, one turn (``speak_and_listen``) judged by what the caller heard:
-    its outcome and voice-to-voice."""
-    turn = await speak_and_listen(phone, clip)
-    heard = turn.heard_at_ms
-    if heard and heard[0] < turn.true_end_ms:
-        return CallOutcome.TALKED_OVER, None
-    if (first := first_heard_after(heard, turn.true_end_ms)) is not None:
-        return CallOutcome.ANSWERED, first - turn.true_end_ms
-    return CallOutcome.UNANSWERED, None
-
-
-async def place_call(url: str, clip: CallerClip, result: CallResult, origin: float) -> None:
-    """One call of one turn (``converse``), then a hang-up; ``result`` says how it went."""
-    try:
-        async with TwilioEmulator(url) as phone:
-            result.outcome, result.voice_to_voice_ms = await converse(phone, clip)
-    except ConnectionClosed as exc:
-        received = exc.rcvd
-        if received is not None and received.code == CloseCode.TRY_AGAIN_LATER:
-            result.outcome = CallOutcome.REFUSED
-            result.detail = received.reason
-        else:
-            result.outcome = CallOutcome.CUT
-            result.detail = repr(exc)
-    except OSError as exc:
-        result.outcome = CallOutcome.UNREACHABLE
-        result.detail = repr(exc)
-    result.ended_s = time.monotonic() - origin
-
-
-class ServerProcess:
-    """``cadence serve --workers N`` on a free loopback port, in a process group of its own."""
-
-    def __init__(self, workers: int, config: Path, log: Path | None = None) -> None:
-        """``config``: a configuration file; ``log``: where the server's output goes (by
-        default, this process's)."""
-        self.workers = workers
-        self.log = log
-        self.port = _free_port()
-        self.command = [
-            str(Path(sys.executable).with_name("cadence")),  # the command a deployment runs
-            "serve",
-            "--config",
-            str(config),
-            "--port",
-            str(self.port),
-            "--workers",
-            str(workers),
-        ]
-        self.process: asyncio.subprocess.Process | None = None
-
-    @property
-    def twilio_url(self) -> str:
-        return f"ws://127.0.0.1:{self.port}/twilio"
-
-    async def start(self) -> None:
-        with contextlib.ExitStack() as files:
-            output = None if self.log is None else files.enter_context(self.log.open("ab"))
-            self.process = await asyncio.create_subprocess_exec(
-                *self.command, start_new_session=True, stdout=output, stderr=output
-            )
-        deadline = time.monotonic() + START_TIMEOUT_S
-        while time.monotonic() < deadline:
-            if self.process.returncode is not None:
-                raise RuntimeError(f"the server exited with {self.process.returncode}")
-            if await asyncio.to_thread(self._ready) and len(self.worker_pids()) == self.workers:
-                return
-            await asyncio.sleep(0.5)
-        raise RuntimeError(f"the server was not ready within {START_TIMEOUT_S:.0f} s")
-
-    def _ready(self) -> bool:
-        try:
-            with urllib.request.urlopen(f"http://127.0.0.1:{self.port}/readyz", timeout=5):
-                return True
-        except (urllib.error.URLError, OSError):
-            return False  # not listening yet, or 503
-
-    def worker_pids(self) -> list[int]:
-        """The processes that listen on the port: the workers (the pool itself, with one
-        worker, is the server)."""
-        assert self.process is not None
-        family = [psutil.Process(self.process.pid)]
-        with contextlib.suppress(psutil.NoSuchProcess):
-            family += family[0].children(recursive=True)
-        return [p.pid for p in family if _listens(p, self.port)]
-
-    def calls_by_worker(self) -> dict[int, int]:
-        """Each worker's established connections on the port: its calls in progress."""
-        counts = {}
-        for pid in self.worker_pids():
-            with contextlib.suppress(psutil.NoSuchProcess):
-                connections = psutil.Process(pid).net_connections(kind="tcp")
-                counts[pid] = sum(
-                    1
-                    for c in connections
-                    if c.status == psutil.CONN_ESTABLISHED and c.laddr and c.laddr.port == self.port
-                )
-        return counts
-
-    def cpu_seconds(self) -> float:
-        """CPU time of the pool and every worker alive now (user and system)."""
-        assert self.process is not None
-        total = 0.0
-        with contextlib.suppress(psutil.NoSuchProcess):
-            parent = psutil.Process(self.process.pid)
-            for process in [parent, *parent.children(recursive=True)]:
-                with contextlib.suppress(psutil.NoSuchProcess):
-                    times = process.cpu_times()
-                    total += times.user + times.system
-        return total
-
-    def signal(self, signum: signal.Signals) -> None:
-        assert self.process is not None
-        self.process.send_signal(signum)
-
-    async def stop(self) -> int | None:
-        """Stop the pool (SIGINT: at once) and wait for it; its exit status."""
-        if self.process is None:
-            return None
-        if self.process.returncode is None:
-            self.process.send_signal(signal.SIGINT)
-        try:
-            return await asyncio.wait_for(self.process.wait(), 30.0)
-        except TimeoutError:
-            os.killpg(self.process.pid, signal.SIGKILL)
-            return await self.process.wait()
 
 
 @dataclass
@@ -247,7 +81,7 @@ class RunResult:
             "callers": self.callers,
             "minutes": self.minutes,
             "calls": len(self.calls),
-            "outcomes": {outcome.value: outcomes.get(outcome.value, 0) for outcome in CallOutcome},
+            "outcomes": {str(outcome): outcomes.get(str(outcome), 0) for outcome in CALL_OUTCOMES},
             "voice_to_voice_ms": percentiles(latencies),
             # A killed or drained worker takes its CPU time with it: plain runs only.
             "cpu_s_per_call_s": (
@@ -287,7 +121,7 @@ async def run_load(
             result = CallResult(index, time.monotonic() - origin)
             await place_call(servers[index % len(servers)].twilio_url, clip, result, origin)
             run.calls.append(result)
-            if result.outcome in (CallOutcome.REFUSED, CallOutcome.UNREACHABLE, CallOutcome.CUT):
+            if not result.served:
                 await asyncio.sleep(RETRY_AFTER_S)
 
     async def watch() -> None:
@@ -320,12 +154,9 @@ async def run_load(
         actor.cancel()
         await asyncio.gather(watcher, actor, return_exceptions=True)
     run.cpu_s = sum(s.cpu_seconds() for s in servers) - cpu_before
-    run.call_s = sum(c.ended_s - c.started_s for c in run.calls if c.outcome in _SERVED)
+    run.call_s = sum(c.ended_s - c.started_s for c in run.calls if c.served)
     if event is not None and at_event is not None:
         _judge_event(run, at_event)
-
-
-_SERVED = (CallOutcome.ANSWERED, CallOutcome.TALKED_OVER, CallOutcome.UNANSWERED)
 
 
 def _judge_event(run: RunResult, at_s: float) -> None:
@@ -338,7 +169,7 @@ def _judge_event(run: RunResult, at_s: float) -> None:
     run.event["after_outcomes"] = dict(Counter(c.outcome.value for c in after))
     if run.event["kind"] == "kill":
         victim_calls = run.event["calls"].get(run.event["pid"], 0)
-        cut = sum(1 for c in during if c.outcome is CallOutcome.CUT)
+        cut = sum(1 for c in during if c.outcome is CallFailure.CUT)
         run.event["victim_calls"] = victim_calls
         run.event["others_cut"] = max(0, cut - victim_calls)
 
@@ -383,7 +214,7 @@ def bench_workers(
             saved.write_text(json.dumps(run.figures() | {"calls_detail": _details(run)}, indent=1))
         runs.append(json.loads(saved.read_text()))
     report = {"runs": [{k: v for k, v in r.items() if k != "calls_detail"} for r in runs]}
-    (out / "workers.json").write_text(json.dumps(report, indent=1))
+    write_report(out, {"workers.json": report})
     return report
 
 
@@ -403,22 +234,6 @@ async def _run_on_fresh_pool(
 
 def _details(run: RunResult) -> list[dict[str, Any]]:
     return [asdict(call) for call in run.calls]
-
-
-def _listens(process: psutil.Process, port: int) -> bool:
-    with contextlib.suppress(psutil.Error):
-        return any(
-            c.status == psutil.CONN_LISTEN and c.laddr and c.laddr.port == port
-            for c in process.net_connections(kind="tcp")
-        )
-    return False
-
-
-def _free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        port: int = probe.getsockname()[1]
-        return port
 
 
 def render_markdown(report: dict[str, Any], command: str, machine: str) -> str:

@@ -53,17 +53,17 @@ from cadence.tooling.bench.turn_bench import (
 from cadence.tooling.bench.turn_taking import (
     MARKDOWN_FILE,
     SCHEMA,
-    end_of_turn_scorers,
     live_figures,
+    read_turn_manifest,
+)
+from cadence.tooling.bench.turn_taking_offline import (
+    end_of_turn_scorers,
     load_text_model,
     offline_report,
-    read_turn_manifest,
     recorded_metrics,
 )
-from cadence.tooling.bench.turn_taking import (
-    write_report as write_turn_taking,
-)
-from cadence.tooling.bench.voice_bench import run_voice_bench, write_report
+from cadence.tooling.bench.turn_taking_report import write_turn_taking
+from cadence.tooling.bench.voice_bench import run_voice_bench, write_voice_bench
 from cadence.voice.audio import PCM16
 from cadence.voice.audio.wavfile import read_audio
 
@@ -116,7 +116,7 @@ def bench_voice(
             command=command,
         )
     )  # fmt: skip
-    write_report(report, out)
+    write_voice_bench(report, out)
     Console().print((out / "voice_bench.md").read_text(), markup=False, highlight=False)
 
 

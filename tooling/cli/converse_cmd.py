@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import json
 from pathlib import Path
 
 import typer
@@ -11,6 +10,7 @@ import typer
 from cadence.cli.config_option import CONFIG_OPTION, load_config_or_exit
 from cadence.pipeline.config import TracingConfig
 from cadence.pipeline.session import SAMPLE_RATE
+from cadence.report.files import write_report
 from cadence.tooling.converse import converse as run_conversation
 from cadence.voice.audio.wavfile import read_audio, write_wav
 
@@ -37,6 +37,6 @@ def converse(
     for n, reply_index in enumerate(result.output.reply_indices()):
         write_wav(out / f"agent_{n:02d}.wav", result.output.audio(reply_index), rate)
     transcript = [{"speaker": t.speaker, "text": t.text} for t in result.history]
-    (out / "transcript.json").write_text(json.dumps(transcript, indent=2) + "\n")
+    write_report(out, {"transcript.json": transcript})
     for turn in transcript:
         typer.echo(f"{turn['speaker']:>5}: {turn['text']}")

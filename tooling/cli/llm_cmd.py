@@ -11,6 +11,7 @@ from rich.console import Console
 from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 
 from cadence.cli.config_option import CONFIG_OPTION, EXIT_BAD_CONFIG, load_config_or_exit
+from cadence.report.files import write_report
 
 DATA_DIR = Path("../shared/data/dialogue")
 DEFAULT_CORPORA = ("sgd_train", "taskmaster4", "woz2", "camrest676")
@@ -241,7 +242,6 @@ def eval_lm_command(
 ) -> None:
     """Measure the diffusion model and the AR baseline side by side on CORPUS (with a tool
     corpus, also their calls and any entities they invent)."""
-    import json
     from functools import partial
 
     import torch
@@ -361,4 +361,4 @@ def eval_lm_command(
             },
             "backends": [r.to_dict() for r in reports],
         }
-        json_out.write_text(json.dumps(payload, indent=2) + "\n", encoding="utf-8")
+        write_report(json_out.parent, {json_out.name: payload})

@@ -86,6 +86,7 @@ def bench_workers(
 ) -> None:
     """1 against 2 workers at each load, a worker killed mid-call and a drain under load, each
     on a fresh `cadence serve --workers N`; every call judged by what its caller heard."""
+    from cadence.report.files import write_report
     from cadence.tooling.bench.workers import bench_workers as run_bench
     from cadence.tooling.bench.workers import render_markdown
 
@@ -98,7 +99,7 @@ def bench_workers(
     )
     command = shlex.join(["cadence", *sys.argv[1:]])
     text = render_markdown(report, command, machine_description())
-    (out / "workers.md").write_text(text)
+    write_report(out, {"workers.md": text})
     Console().print(text, markup=False, highlight=False)
 
 

@@ -44,9 +44,9 @@ def eval_grounding(
 ) -> None:
     """Ground the corpus's own calls in their dialogues (they should come out unchanged) and
     read the callers' dates, times and counts against what the calls then sent."""
-    import json
 
     from cadence.pipeline.tools.sgd_services import packaged_catalogue
+    from cadence.report.files import write_report
     from cadence.tooling.training.tool_evaluation import check_grounding
 
     check = check_grounding(corpus, packaged_catalogue())
@@ -73,7 +73,7 @@ def eval_grounding(
         report["calls_kept"] = {"kept": kept, "of": calls}
         report["replies_kept"] = {"kept": said, "of": replies}
         report["changed"] = check.changed
-        json_out.write_text(json.dumps(report, indent=2) + "\n")
+        write_report(json_out.parent, {json_out.name: report})
 
 
 def build_lane_corpus(

@@ -1,0 +1,274 @@
+"""The offline half of ``cadence bench-turns``: the text the engine would see at each pause of
+the paused clips (whisper's transcript of the audio before it) and at the end of each complete
+clip, scored by the end-of-turn models — which gives the trade-off curve of
+``tooling/bench/tradeoff.py`` for any setting without a rerun, and each model's accuracy on
+utterances from outside its training domains.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+from cadence.llm.pretrained import PretrainedModelError
+from cadence.pipeline.config import CadenceConfig, EndOfTurnConfig
+from cadence.pipeline.model_loading import load_stt, load_turn_end_model
+from cadence.tooling.bench.paused_clips import UNFINISHED, ends_sentence, normalised
+from cadence.tooling.bench.tradeoff import (
+    PausedCase,
+    adaptive_curve,
+    at_setting,
+    fixed_curve,
+    in_bucket,
+)
+from cadence.tooling.bench.turn_taking import (
+    SPEECH_RATE,
+    TELEPHONE_RATE,
+    TurnClip,
+)
+from cadence.voice.audio import PCM16, resample, ulaw_decode, ulaw_encode
+from cadence.voice.audio.wavfile import read_audio
+from cadence.voice.turn import TextEndOfTurnModel, TextEndOfTurnModelError
+
+
+@dataclass(frozen=True)
+class Heard:
+    """What whisper made of a clip (or of the audio before its pause), and its P(complete)."""
+
+    clip_id: str
+    text: str
+    p: float | None
+
+
+def line_audio(pcm: PCM16, rate: int) -> PCM16:
+    """16 kHz audio as the engine hears it from a phone line: 8 kHz, μ-law, back to 16 kHz."""
+    narrow = pcm if rate == TELEPHONE_RATE else resample(pcm, rate, TELEPHONE_RATE)
+    return resample(ulaw_decode(ulaw_encode(narrow)), TELEPHONE_RATE, SPEECH_RATE)
+
+
+def engine_audio(clip: TurnClip, telephone: bool) -> PCM16:
+    """The clip as the engine's STT receives it (16 kHz), in process or over the phone."""
+    if not telephone:
+        return read_audio(clip.clip.path, SPEECH_RATE)
+    return line_audio(
+        read_audio(clip.clip.telephone_path or clip.clip.path, TELEPHONE_RATE), TELEPHONE_RATE
+    )
+
+
+def offline_cases(
+    clips: Sequence[TurnClip],
+    transcribe: Callable[[PCM16], str],
+    score: Callable[[str], float] | None,
+    *,
+    telephone: bool = False,
+) -> tuple[list[PausedCase], list[Heard], list[Heard]]:
+    """The paused cases of the curve, whisper on every complete clip, and whisper on the audio
+    before each pause (one decode per source and cut: the pause lengths share it). Without
+    ``score``, the cases' P is 0 and the heard texts carry none."""
+    complete: list[Heard] = []
+    prefixes: dict[tuple[str, float], Heard] = {}
+    cases: list[PausedCase] = []
+    for clip in clips:
+        if clip.kind == "complete":
+            text = transcribe(engine_audio(clip, telephone))
+            complete.append(Heard(clip.id, text, score(text) if score else None))
+            continue
+        assert clip.pause_at_s is not None
+        assert clip.pause_s is not None
+        key = (clip.source_id, clip.pause_at_s)
+        if key not in prefixes:
+            audio = engine_audio(clip, telephone)
+            text = transcribe(audio[: round(clip.pause_at_s * SPEECH_RATE)])
+            prefixes[key] = Heard(clip.id, text, score(text) if score else None)
+        heard = prefixes[key]
+        silence = clip.silence_s if clip.silence_s is not None else clip.pause_s
+        cases.append(PausedCase(clip.id, clip.pause_s, 1000.0 * silence, heard.p or 0.0))
+    return cases, complete, list(prefixes.values())
+
+
+def tradeoff_figures(
+    cases: Sequence[PausedCase], complete_p: Sequence[float] | None, options: EndOfTurnConfig
+) -> dict[str, Any]:
+    """Both rules' curves over every paused case and over the target bucket; the adaptive
+    rule (and the configured setting) only with the text model's P."""
+    result: dict[str, Any] = {}
+    waits = list(complete_p) if complete_p is not None else []
+    for name, chosen in (
+        ("all", list(cases)),
+        ("target_bucket", [c for c in cases if in_bucket(c)]),
+    ):
+        curves: dict[str, Any] = {"fixed": fixed_curve(chosen, waits).as_dict()}
+        if complete_p is not None:
+            curves["adaptive"] = adaptive_curve(chosen, waits, options).as_dict()
+            curves["at_setting"] = asdict(at_setting(chosen, waits, options))
+        result[name] = curves
+    return result
+
+
+# ---------------------------------------------------------------------------------- text model
+
+
+def reference_prefixes(text: str) -> list[tuple[str, bool]]:
+    """``text`` cut at every mid-sentence word boundary (after words 1 … n−1, not where a
+    sentence ends), each with whether its last word clearly leaves the sentence unfinished."""
+    tokens = text.split()
+    return [
+        (" ".join(tokens[:k]), normalised(tokens[k - 1]) in UNFINISHED)
+        for k in range(1, len(tokens))
+        if not ends_sentence(tokens[k - 1])
+    ]
+
+
+@dataclass
+class Accuracy:
+    label: str
+    """``complete`` or ``incomplete``: what every utterance of the set is."""
+    count: int = 0
+    right: int = 0
+    wrong: list[dict[str, Any]] = field(default_factory=list)
+    """The utterances classified wrong, with their P."""
+
+    @property
+    def accuracy(self) -> float | None:
+        return self.right / self.count if self.count else None
+
+    def add(self, text: str, p: float, threshold: float) -> None:
+        self.count += 1
+        if (p >= threshold) == (self.label == "complete"):
+            self.right += 1
+        else:
+            self.wrong.append({"text": text, "p": round(p, 4)})
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "label": self.label,
+            "count": self.count,
+            "right": self.right,
+            "accuracy": self.accuracy,
+            "wrong": self.wrong,
+        }
+
+
+def text_model_accuracy(
+    score: Callable[[str], float],
+    threshold: float,
+    references: Sequence[str],
+    complete_heard: Sequence[Heard],
+    prefix_heard: Sequence[Heard],
+) -> dict[str, Any]:
+    """Accuracy at ``threshold`` on each set: the reference transcripts (each distinct one
+    once), complete; their mid-sentence prefixes, incomplete — all, and those whose last word
+    leaves the sentence clearly unfinished; whisper's complete transcripts; whisper's
+    transcripts before the pauses, incomplete."""
+    sets = {
+        "reference_complete": Accuracy("complete"),
+        "reference_prefixes": Accuracy("incomplete"),
+        "reference_prefixes_clearly_unfinished": Accuracy("incomplete"),
+        "whisper_complete": Accuracy("complete"),
+        "whisper_prefixes": Accuracy("incomplete"),
+    }
+    for text in dict.fromkeys(references):
+        sets["reference_complete"].add(text, score(text), threshold)
+        for prefix, unfinished in reference_prefixes(text):
+            p = score(prefix)
+            sets["reference_prefixes"].add(prefix, p, threshold)
+            if unfinished:
+                sets["reference_prefixes_clearly_unfinished"].add(prefix, p, threshold)
+    for heard in complete_heard:
+        sets["whisper_complete"].add(heard.text, score(heard.text), threshold)
+    for heard in prefix_heard:
+        sets["whisper_prefixes"].add(heard.text, score(heard.text), threshold)
+    return {"threshold": threshold} | {name: acc.as_dict() for name, acc in sets.items()}
+
+
+# ---------------------------------------------------------------------------------- together
+
+
+@dataclass(frozen=True)
+class Scorer:
+    """An end-of-turn model as the offline report uses it: P(complete) of a transcript (no
+    agent turn: the clips answer nothing), and the threshold its accuracy is counted at."""
+
+    score: Callable[[str], float]
+    threshold: float
+
+
+def offline_report(
+    clips: Sequence[TurnClip],
+    config: CadenceConfig,
+    *,
+    telephone: bool,
+    scorers: Mapping[str, Scorer],
+) -> dict[str, tuple[dict[str, Any], dict[str, Any] | None]]:
+    """For each model of ``scorers`` (none: the fixed wait alone), the trade-off and the
+    model's accuracy on one audio path (16 kHz in process, or the phone line), with the
+    configured transcriber — the real whisper, each distinct audio decoded once for all."""
+    transcriber = load_stt(config.models.stt, config.threads)
+    decoded: dict[bytes, str] = {}
+
+    def transcribe(pcm: PCM16) -> str:
+        key = hashlib.sha1(pcm.tobytes()).digest()
+        if key not in decoded:
+            decoded[key] = transcriber.transcribe_blocking(pcm).text
+        return decoded[key]
+
+    out: dict[str, tuple[dict[str, Any], dict[str, Any] | None]] = {}
+    runs: list[tuple[str, Scorer | None]] = [*scorers.items()] or [("no", None)]
+    for name, scorer in runs:
+        score = None if scorer is None else scorer.score
+        cases, complete, prefixes = offline_cases(clips, transcribe, score, telephone=telephone)
+        complete_p = None if scorer is None else [h.p or 0.0 for h in complete]
+        figures = tradeoff_figures(cases, complete_p, config.turn.end_of_turn)
+        figures["cases"] = [asdict(c) for c in cases]
+        figures["heard_complete"] = [asdict(h) for h in complete]
+        figures["heard_prefixes"] = [asdict(h) for h in prefixes]
+        accuracy = None
+        if scorer is not None:
+            references = [c.clip.text for c in clips if c.kind == "complete"]
+            accuracy = text_model_accuracy(
+                scorer.score, scorer.threshold, references, complete, prefixes
+            )
+        out[name] = (figures, accuracy)
+    return out
+
+
+def end_of_turn_scorers(config: CadenceConfig) -> tuple[dict[str, Scorer], dict[str, str]]:
+    """The language model and the text model, side by side, each at its own threshold — and
+    why a model is missing, when one is."""
+    scorers: dict[str, Scorer] = {}
+    errors: dict[str, str] = {}
+    try:
+        lm = load_turn_end_model(config.models.lm)
+        session = lm.session()
+        scorers["lm"] = Scorer(lambda text: session.probability(text), lm.calibration.threshold)
+    except PretrainedModelError as exc:
+        errors["lm"] = str(exc)
+    text_model, error = load_text_model()
+    if text_model is not None:
+        scorers["text"] = Scorer(lambda text: text_model.score(text), text_model.threshold)
+    if error is not None:
+        errors["text"] = error
+    return scorers, errors
+
+
+def load_text_model() -> tuple[TextEndOfTurnModel | None, str | None]:
+    """The shipped text end-of-turn model, or why there is none."""
+    try:
+        return TextEndOfTurnModel.load(), None
+    except TextEndOfTurnModelError as exc:
+        return None, str(exc)
+
+
+def recorded_metrics(model: TextEndOfTurnModel | None) -> dict[str, Any] | None:
+    """What ``train-turn-model`` recorded of its own evaluation in the weights' metadata: the
+    entries about the test corpus (sgd_test) and the validation corpus."""
+    if model is None:
+        return None
+    recorded = {
+        key: value
+        for key, value in model.metadata.items()
+        if "test" in key or "validation" in key or key == "metrics"
+    }
+    return recorded or None
