@@ -51,6 +51,7 @@ import numpy.typing as npt
 import onnxruntime as ort
 
 from cadence.core.stats import auc, median, percentile
+from cadence.report.files import write_report
 from cadence.tooling.bench.manifest import read_manifest
 from cadence.tooling.bench.paused_clips import (
     Word,
@@ -741,7 +742,7 @@ def main(argv: Sequence[str] | None = None) -> None:
         ],
     }
     args.out.mkdir(parents=True, exist_ok=True)
-    (args.out / "metrics.json").write_text(json.dumps(metrics, indent=1) + "\n", encoding="utf-8")
+    write_report(args.out, {"metrics.json": metrics})
     (args.out / "README.md").write_text(readme(metrics), encoding="utf-8")
     for channel, r in results.items():
         for key, views in r[f"pause_{PAUSE_S}s"].items():

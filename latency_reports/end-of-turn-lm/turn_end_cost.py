@@ -32,6 +32,7 @@ import psutil
 from cadence.core.stats import percentiles
 from cadence.pipeline.config import CadenceConfig
 from cadence.pipeline.model_loading import apply_thread_budget, load_turn_end_model
+from cadence.report.files import write_report
 from cadence.tooling.bench.paused_clips import Word, read_words
 
 T = TypeVar("T")
@@ -128,7 +129,7 @@ def main() -> None:
     args = parser.parse_args()
     result = measure(args.words, CadenceConfig(), args.repeats)
     args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(json.dumps(result, indent=2) + "\n")
+    write_report(args.out.parent, {args.out.name: result})
     summary = {k: v for k, v in result.items() if k != "per_call"}
     print(json.dumps(summary, indent=2))
 

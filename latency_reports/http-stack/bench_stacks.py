@@ -36,6 +36,7 @@ import psutil
 from websockets.asyncio.client import connect
 
 from cadence.core.stats import median
+from cadence.report.files import write_report
 
 STREAMS = 8
 MESSAGES = 3000
@@ -160,7 +161,7 @@ def main() -> None:
         "median_cpu_us_per_message": medians,
         "runs": runs,
     }
-    (OUT / "stacks.json").write_text(json.dumps(result, indent=2) + "\n")
+    write_report(OUT, {"stacks.json": result})
     for variant in VARIANTS:
         print(f"{variant:>13}: {medians[variant]:6.1f} µs of server CPU per message (median)")
 

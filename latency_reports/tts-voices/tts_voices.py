@@ -44,6 +44,7 @@ import numpy as np
 from cadence.core.stats import percentiles
 from cadence.pipeline.config import CadenceConfig
 from cadence.pipeline.model_loading import load_stt
+from cadence.report.files import write_report
 from cadence.tooling.bench.voice_bench import measure_tts_first_audio
 from cadence.voice.audio import resample
 from cadence.voice.stt import word_error_rate
@@ -272,8 +273,7 @@ def main() -> None:
         "round_trip": {} if args.skip_round_trip else round_trip(replies),
     }
     args.out.mkdir(parents=True, exist_ok=True)
-    (args.out / "report.json").write_text(json.dumps(report, indent=2))
-    (args.out / "report.md").write_text(render(report))
+    write_report(args.out, {"report.json": report, "report.md": render(report)})
     print(render(report))
 
 

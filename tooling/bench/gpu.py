@@ -26,7 +26,6 @@ from __future__ import annotations
 import argparse
 import contextlib
 import gc
-import json
 import platform
 import sys
 import tempfile
@@ -40,6 +39,7 @@ from typing import Any
 import torch
 
 from cadence.llm.open_weights import load_open_weights
+from cadence.report.files import write_report
 from cadence.tooling.bench import full_size, gpu_measures
 from cadence.tooling.bench import kernels as kernel_bench
 
@@ -286,10 +286,8 @@ def markdown(report: Report) -> str:
 
 
 def write(report: Report, out: Path) -> None:
-    out.mkdir(parents=True, exist_ok=True)
     clean = {k: v for k, v in report.items() if not k.startswith("_")}
-    (out / "report.json").write_text(json.dumps(clean, indent=2, default=str), encoding="utf-8")
-    (out / "report.md").write_text(markdown(clean), encoding="utf-8")
+    write_report(out, {"report.json": clean, "report.md": markdown(clean)})
 
 
 def parse(argv: list[str] | None) -> argparse.Namespace:

@@ -38,6 +38,7 @@ from cadence.llm.checkpoint import load_model
 from cadence.llm.decoding import DecodingOptions, ReplyStats
 from cadence.llm.dialogue import Turn
 from cadence.llm.graphed_decoder import GraphedBlockDiffusionDecoder
+from cadence.report.files import write_report
 
 INTERPRETER_CAPTION = (
     "Triton (interpreter) rows ran in Triton's interpreter on CPU: they show that the kernels"
@@ -229,8 +230,7 @@ def main(
     Console(width=120).print(table(rows, title, caption))
     if report is not None:
         command = " ".join(["python -m cadence.tooling.bench.kernels", *sys.argv[1:]])
-        report.parent.mkdir(parents=True, exist_ok=True)
-        report.write_text(markdown(rows, title, caption, command))
+        write_report(report.parent, {report.name: markdown(rows, title, caption, command)})
 
 
 if __name__ == "__main__":

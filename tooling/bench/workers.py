@@ -211,7 +211,7 @@ def bench_workers(
             run = RunResult(name, n, level, minutes, servers=2 if event == "even" else 1)
             log = out / f"{name}.server.log"
             asyncio.run(_run_on_fresh_pool(run, caller_clips, settings, event, log))
-            saved.write_text(json.dumps(run.figures() | {"calls_detail": _details(run)}, indent=1))
+            write_report(out, {saved.name: run.figures() | {"calls_detail": _details(run)}})
         runs.append(json.loads(saved.read_text()))
     report = {"runs": [{k: v for k, v in r.items() if k != "calls_detail"} for r in runs]}
     write_report(out, {"workers.json": report})

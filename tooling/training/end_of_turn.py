@@ -13,7 +13,6 @@ everything is fixed; the metrics JSON says how the weights were made and what th
 
 from __future__ import annotations
 
-import json
 import random
 import time
 from collections import Counter
@@ -25,6 +24,7 @@ from typing import Any
 import numpy as np
 import torch
 
+from cadence.report.files import write_report
 from cadence.tooling.training.end_of_turn_evaluation import (
     choose_threshold,
     score_examples,
@@ -153,8 +153,7 @@ def train_turn_model(
     log(f"validation clean: {_headline(metrics['validation']['clean'])}")
     log(f"time per score: {metrics['time_per_score']}")
     metrics_path = options.metrics or options.out.with_suffix(".metrics.json")
-    metrics_path.parent.mkdir(parents=True, exist_ok=True)
-    metrics_path.write_text(json.dumps(metrics, indent=2, ensure_ascii=False) + "\n")
+    write_report(metrics_path.parent, {metrics_path.name: metrics})
     return TurnModelReport(threshold=threshold, metrics=metrics, history=history)
 
 

@@ -31,6 +31,7 @@ import numpy.typing as npt
 from cadence.core.stats import auc
 from cadence.llm.pretrained import TurnEndModel
 from cadence.llm.pretrained.turn_end import FEATURES, Calibration
+from cadence.report.files import write_report
 from cadence.tooling.bench.paused_clips import UNFINISHED, normalised
 from cadence.tooling.training.end_of_turn_examples import UserTurn, user_turns, whole_turns
 from cadence.voice.turn.features import words_of
@@ -276,8 +277,7 @@ def calibrate_turn_lm(
     run.out.parent.mkdir(parents=True, exist_ok=True)
     run.out.write_text(json.dumps(record, indent=2) + "\n")
     if run.metrics is not None:
-        run.metrics.parent.mkdir(parents=True, exist_ok=True)
-        run.metrics.write_text(json.dumps(metrics, indent=2) + "\n")
+        write_report(run.metrics.parent, {run.metrics.name: metrics})
     if not all(math.isfinite(w) for w in fit.weights):
         raise ValueError("the calibration came out degenerate (a weight is not finite)")
     return metrics
