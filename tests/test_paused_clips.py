@@ -13,15 +13,14 @@ import pytest
 
 from cadence.pipeline.config import VADConfig
 from cadence.tooling.bench.manifest import read_manifest
-from cadence.tooling.bench.paused_clips import (
-    HANGOVER_S,
+from cadence.tooling.bench.pause_points import (
     SEARCH_S,
     Word,
     boundary_time_s,
     choose_boundary,
-    make_paused_clips,
     read_words,
 )
+from cadence.tooling.bench.paused_clips import HANGOVER_S, make_paused_clips
 from cadence.tooling.bench.turn_taking import read_turn_manifest
 from cadence.voice.audio.wavfile import read_audio
 from cadence.voice.vad import make_voice_detector

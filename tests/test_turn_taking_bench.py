@@ -22,7 +22,8 @@ from cadence.tooling.bench.interruptions import (
     summarize,
 )
 from cadence.tooling.bench.manifest import ManifestClip, read_manifest
-from cadence.tooling.bench.paused_clips import make_paused_clips, read_words
+from cadence.tooling.bench.pause_points import read_words
+from cadence.tooling.bench.paused_clips import make_paused_clips
 from cadence.tooling.bench.tradeoff import (
     PausedCase,
     adaptive_curve,

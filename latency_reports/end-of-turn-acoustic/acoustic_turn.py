@@ -53,15 +53,15 @@ import onnxruntime as ort
 from cadence.core.stats import auc, median, percentile
 from cadence.report.files import write_report
 from cadence.tooling.bench.manifest import read_manifest
-from cadence.tooling.bench.paused_clips import (
+from cadence.tooling.bench.pause_points import (
     Word,
     align_words,
     ends_sentence,
     find_cut,
     is_unfinished,
-    noise_bed,
     read_words,
 )
+from cadence.tooling.bench.paused_clips import noise_bed
 from cadence.voice.audio.g711 import ulaw_decode, ulaw_encode
 from cadence.voice.audio.pcm import PCM16, pcm16_to_float
 from cadence.voice.audio.resample import resample

@@ -33,7 +33,7 @@ from cadence.core.stats import percentiles
 from cadence.pipeline.config import CadenceConfig
 from cadence.pipeline.model_loading import apply_thread_budget, load_turn_end_model
 from cadence.report.files import write_report
-from cadence.tooling.bench.paused_clips import Word, read_words
+from cadence.tooling.bench.pause_points import Word, read_words
 
 T = TypeVar("T")
 AGENT = "Thanks for calling. What can I do for you today?"

@@ -30,7 +30,7 @@ from cadence.pipeline.config import CadenceConfig
 from cadence.pipeline.session import SAMPLE_RATE
 from cadence.pipeline.tracing import AnchorEvent
 from cadence.tooling.bench.manifest import ManifestClip
-from cadence.tooling.bench.paused_clips import Word, normalised
+from cadence.tooling.bench.pause_points import Word, normalised
 from cadence.tooling.bench.turn_bench import answered_call
 from cadence.tooling.emulators.hearing import PlayedAudio, audible_at_ms, first_heard_after
 from cadence.voice.audio import PCM16, resample

@@ -15,7 +15,7 @@ from typing import Any
 from cadence.llm.pretrained import PretrainedModelError
 from cadence.pipeline.config import CadenceConfig, EndOfTurnConfig
 from cadence.pipeline.model_loading import load_stt, load_turn_end_model
-from cadence.tooling.bench.paused_clips import UNFINISHED, ends_sentence, normalised
+from cadence.tooling.bench.pause_points import UNFINISHED, ends_sentence, normalised
 from cadence.tooling.bench.tradeoff import (
     PausedCase,
     adaptive_curve,

@@ -31,16 +31,9 @@ from cadence.tooling.bench.interruptions import (
 )
 from cadence.tooling.bench.interruptions import summarize as summarize_interruptions
 from cadence.tooling.bench.manifest import ManifestClip, read_manifest
-from cadence.tooling.bench.paused_clips import (
-    PAUSES_S,
-    WORDS_FILE,
-    align_words,
-    read_words,
-    write_words,
-)
-from cadence.tooling.bench.paused_clips import (
-    make_paused_clips as write_paused_clips,
-)
+from cadence.tooling.bench.pause_points import WORDS_FILE, align_words, read_words, write_words
+from cadence.tooling.bench.paused_clips import PAUSES_S
+from cadence.tooling.bench.paused_clips import make_paused_clips as write_paused_clips
 from cadence.tooling.bench.tools import run_tools_bench
 from cadence.tooling.bench.turn_bench import (
     ABLATIONS,

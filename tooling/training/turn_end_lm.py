@@ -32,7 +32,7 @@ from cadence.core.stats import auc
 from cadence.llm.pretrained import TurnEndModel
 from cadence.llm.pretrained.turn_end import FEATURES, Calibration
 from cadence.report.files import write_report
-from cadence.tooling.bench.paused_clips import UNFINISHED, normalised
+from cadence.tooling.bench.pause_points import UNFINISHED, normalised
 from cadence.tooling.training.end_of_turn_examples import UserTurn, user_turns, whole_turns
 from cadence.voice.turn.features import words_of
 
