@@ -14,6 +14,7 @@ from collections.abc import Callable, Sequence
 import pytest
 from openai_service import FAULT_LIMIT_MS, KEY, KEY_ENV, LIMIT_MS, settings
 from speech_data import clip
+from voice_call import PlayedOut
 
 from cadence.llm import CheckpointError, ReplyPiece, Turn, create_generator
 from cadence.llm.options import LLMOptions
@@ -21,7 +22,6 @@ from cadence.llm.remote import create_openai_generator
 from cadence.pipeline.agent import Agent
 from cadence.pipeline.config import CadenceConfig, FaultsConfig, ModelsConfig, TracingConfig
 from cadence.pipeline.events import ReplyAudioEvent, TraceEvent
-from cadence.pipeline.frames import EndOfReplyFrame, Frame
 from cadence.pipeline.tracing import AnchorEvent
 from cadence.tooling.caller import SimulatedCaller
 from cadence.tooling.emulators.openai import FakeOpenAI, RawEvents, Silent, Status, Stream
@@ -276,7 +276,7 @@ async def test_a_session_on_the_openai_backend_answers_spoken_questions(
     )
     agent = Agent(config)
     await agent.load()
-    played = PlayedReplies()
+    played = PlayedOut()
     session = await agent.open_session(observers=[played])
     caller = SimulatedCaller(session)
     async with session:
@@ -284,7 +284,7 @@ async def test_a_session_on_the_openai_backend_answers_spoken_questions(
         await caller.pause(500)
         await caller.say(clip("sb_spk2_snt4").audio())
         await _until(lambda: len(session.history) == 2, caller)
-        await _until(lambda: bool(played.replies), caller)  # the reply is heard to its end
+        await _until(lambda: bool(played.replies), caller)  # the reply is played to its end
         fake.default = Status(500, "The model is overloaded")
         await caller.say(clip("sb_spk2_snt2").audio())
         await _until(lambda: len(session.history) == 4, caller)
@@ -316,17 +316,6 @@ def test_the_first_piece_benchmark_prints_its_figure() -> None:
     )
     assert run.returncode == 0, run.stderr
     assert re.search(r"next 3 turns \(kept connection\): median [\d.]+ ms", run.stdout)
-
-
-class PlayedReplies:
-    """The replies the playout has sent to their end (its ``EndOfReplyFrame``)."""
-
-    def __init__(self) -> None:
-        self.replies: set[int] = set()
-
-    def on_frame(self, source: str, frame: Frame) -> None:
-        if source == "playout" and isinstance(frame, EndOfReplyFrame):
-            self.replies.add(frame.reply_index)
 
 
 async def _until(condition: Callable[[], bool], caller: SimulatedCaller) -> None:

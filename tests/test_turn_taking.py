@@ -129,8 +129,7 @@ async def test_hold_on_gets_no_reply_but_a_short_acknowledgement() -> None:
         await call.caller.pause(3000)  # finding the card, after the acknowledgement
         await call.until(lambda: len(call.session.history) >= 2, "the acknowledgement")
         await call.say(with_silence(clip("sb_spk2_snt4").audio(), 0, 0))
-        await call.until_replying()
-        await call.caller.pause(3000)
+        await call.until_played_out(2)  # the acknowledgement, then the answer
         await call.session.close()
     history = call.session.history
     assert "hold on" in history[0].text.lower()
@@ -147,7 +146,7 @@ async def test_a_backchannel_during_the_reply_resumes_it() -> None:
         await call.until_replying()
         await call.caller.pause(300)
         yeah = await call.say(spoken("Yeah."))
-        await call.caller.pause(6000)
+        await call.until_played_out(1)
         await call.session.close()
     [turn, *_] = call.traces.turns
     assert A.INTERRUPTED not in turn.events
@@ -170,7 +169,7 @@ async def test_no_backchannels_means_any_speech_cuts_the_reply() -> None:
         await call.until_replying()
         await call.caller.pause(300)
         await call.say(spoken("Yeah."))
-        await call.caller.pause(3000)
+        await call.until(lambda: bool(call.traces.turns), "the interrupted turn's trace")
         await call.session.close()
     assert A.INTERRUPTED in call.traces.turns[0].events
 

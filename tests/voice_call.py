@@ -11,7 +11,7 @@ from speech_data import speech_bounds_ms
 
 from cadence.core.clock import MonotonicClock
 from cadence.pipeline.config import CadenceConfig, TracingConfig
-from cadence.pipeline.frames import Frame, SpeechStartFrame
+from cadence.pipeline.frames import EndOfReplyFrame, Frame, SpeechStartFrame
 from cadence.pipeline.pipeline import FrameObserver
 from cadence.pipeline.session import SAMPLE_RATE, VoiceSession
 from cadence.pipeline.tracing import MemoryTraceSink
@@ -30,6 +30,17 @@ class SpeechStarts:
     def on_frame(self, source: str, frame: Frame) -> None:
         if source == "vad" and isinstance(frame, SpeechStartFrame):
             self.at_ms.append(self.clock.now_ms())
+
+
+@dataclass
+class PlayedOut:
+    """The replies the playout has handed over to their last frame, in order."""
+
+    replies: list[int] = field(default_factory=list)
+
+    def on_frame(self, source: str, frame: Frame) -> None:
+        if source == "playout" and isinstance(frame, EndOfReplyFrame):
+            self.replies.append(frame.reply_index)
 
 
 WAIT_MS = 60_000.0
@@ -52,6 +63,7 @@ class Call:
     output: RecordingAudioOutput
     traces: MemoryTraceSink
     speech_starts: SpeechStarts
+    played_out: PlayedOut
 
     async def say(self, pcm: PCM16) -> Utterance:
         """The caller says ``pcm``; where its speech truly started and ended."""
@@ -73,6 +85,10 @@ class Call:
         """Silence from the caller until reply audio is being sent."""
         await self.until(lambda: bool(self.output.sent), "a reply")
 
+    async def until_played_out(self, replies: int) -> None:
+        """Silence from the caller until ``replies`` replies have been played to their end."""
+        await self.until(lambda: len(self.played_out.replies) >= replies, f"{replies} replies")
+
     def sent_ms(self, reply_index: int | None = None) -> list[float]:
         """When each frame of reply audio (of one reply, if given) was handed over."""
         return [
@@ -92,6 +108,7 @@ async def open_call(
     """A call on ``config``; ``observers`` see every frame (on ``clock``, the session's)."""
     clock = clock or MonotonicClock()
     output, traces, starts = RecordingAudioOutput(clock), MemoryTraceSink(), SpeechStarts(clock)
+    played = PlayedOut()
     session = VoiceSession(
         config,
         output,
@@ -99,10 +116,10 @@ async def open_call(
         output_sample_rate=16000,
         clock=clock,
         trace_sinks=[traces],
-        observers=[starts, *observers],
+        observers=[starts, played, *observers],
     )
     await session.start()
     try:
-        yield Call(session, SimulatedCaller(session), output, traces, starts)
+        yield Call(session, SimulatedCaller(session), output, traces, starts, played)
     finally:
         await session.cancel("test over")
