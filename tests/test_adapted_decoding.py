@@ -196,12 +196,9 @@ def test_the_shipped_ar_adapter_writes_the_call_the_corpus_agent_made() -> None:
     from cadence.tooling.training.corpus import read_dialogues
 
     _gguf()
-    data = Path(__file__).resolve().parents[1] / ".." / "shared" / "data" / "dialogue"
-    dialogue = next(
-        d
-        for d in read_dialogues(data / "sgd_tools_dev.jsonl", 300)
-        if d.services == ("RideSharing_1",) and any(t.tool_calls for t in d.turns)
-    )
+    data = Path(__file__).parent / "data" / "dialogue"
+    [dialogue] = read_dialogues(data / "sgd_tools_dev_ridesharing.jsonl")
+    assert dialogue.services == ("RideSharing_1",)
     index = next(i for i, t in enumerate(dialogue.turns) if t.tool_calls)
     [wanted] = dialogue.turns[index].tool_calls
     config = LLMOptions.model_validate(

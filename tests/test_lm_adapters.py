@@ -26,7 +26,7 @@ from cadence.tooling.training.lm_objectives import block_diffusion_mask
 from cadence.tooling.training.lm_train import parse_options, train_adapters
 from cadence.tooling.training.lm_train_options import AdapterOptions
 
-DATA = Path(__file__).resolve().parents[1] / ".." / "shared" / "data" / "dialogue"
+DATA = Path(__file__).parent / "data" / "dialogue"
 LAYERS = 2
 
 
@@ -44,8 +44,11 @@ def corpus(tmp_path_factory: pytest.TempPathFactory) -> Path:
     out = tmp_path_factory.mktemp("lm") / "corpus.npz"
     counts = build_lm_corpus(
         _gguf(),
-        [CorpusSlice(DATA / "sgd_tools_train.jsonl", 6), CorpusSlice(DATA / "woz2.jsonl", 4)],
-        CorpusSlice(DATA / "sgd_tools_dev.jsonl", 2),
+        [
+            CorpusSlice(DATA / "sgd_tools_train_head.jsonl", 6),
+            CorpusSlice(DATA / "woz2_head.jsonl", 4),
+        ],
+        CorpusSlice(DATA / "sgd_tools_dev_head.jsonl", 2),
         out,
         seq_len=64,
         validation_windows=4,
@@ -66,7 +69,7 @@ def test_a_call_turn_is_rendered_in_chatml_with_only_the_agents_tokens_written()
     fmt = chat_format(tokenizer)
     dialogue = next(
         d
-        for d in read_dialogues(DATA / "sgd_tools_train.jsonl", 40)
+        for d in read_dialogues(DATA / "sgd_tools_train_head.jsonl")
         if any(t.tool_calls and t.tool_calls[0].name == "FindRestaurants" for t in d.turns)
     )
     encoded = fmt.encode_turns(dialogue.turns)
