@@ -1,7 +1,7 @@
 """The text end-of-turn model's features: a transcript (and the agent's turn before it) → hashed
 feature indices with signs.
 
-One function serves training (``tooling/training/end_of_turn.py``) and scoring
+One function serves training (``tooling/training/end_of_turn_fit.py``) and scoring
 (``text_model.py``), so the two can never disagree on what a feature is. Everything is read off
 the *normalised* words (``normalize_transcript``: lower case, no punctuation, numbers as words),
 because Whisper's punctuation and casing are unreliable exactly where it matters — a partial
