@@ -295,7 +295,10 @@ async def test_two_workers_on_one_port_a_killed_one_is_replaced_and_sigterm_drai
         )
         refused = CallResult(1, 0.0)
         await place_call(url, speech, refused, time.monotonic())
-        assert (refused.outcome, refused.detail) == (CallFailure.REFUSED, "draining")
+        # Told so by the worker that took it, or — by a worker whose port was closing as the
+        # call arrived (the other worker drains at once: it holds no call) — at the handshake.
+        assert refused.outcome is CallFailure.REFUSED, refused
+        assert refused.detail in ("draining", "HTTP 503"), refused
         outcome, _ = await turn
         assert outcome in REPLIED, outcome
         await last.hang_up()

@@ -13,7 +13,7 @@ import time
 from dataclasses import dataclass
 from enum import StrEnum
 
-from websockets.exceptions import ConnectionClosed
+from websockets.exceptions import ConnectionClosed, InvalidStatus
 
 from cadence.pipeline.tracing import (
     ANSWERED_IN_TIME,
@@ -30,7 +30,8 @@ class CallFailure(StrEnum):
     """Why a call had no turn to judge."""
 
     REFUSED = "refused"
-    """Closed with 1013 (full or draining) before any reply."""
+    """Closed with 1013 (full or draining) before any reply, or the handshake answered with
+    an HTTP error (a worker of a draining pool closing its port as the call arrived: 503)."""
     CUT = "cut"
     """The server's side went away mid-call: closed without a reason the caller was owed, or
     the connection was lost."""
@@ -83,6 +84,9 @@ async def place_call(url: str, clip: CallerClip, result: CallResult, origin: flo
         else:
             result.outcome = CallFailure.CUT
             result.detail = repr(exc)
+    except InvalidStatus as exc:
+        result.outcome = CallFailure.REFUSED
+        result.detail = f"HTTP {exc.response.status_code}"
     except OSError as exc:
         result.outcome = CallFailure.UNREACHABLE
         result.detail = repr(exc)
