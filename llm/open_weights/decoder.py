@@ -100,6 +100,7 @@ class OpenWeightsDecoder(EagerDenoising):
             prompt, self.block_size, self.cache, shifted=self.family.shifted
         )
         stats.prefilled_tokens = len(pending) + len(given)
+        self._begin_reply(pending, given)
         yield from diffused_reply(
             self,
             pending,
@@ -113,6 +114,10 @@ class OpenWeightsDecoder(EagerDenoising):
             emitter=WordEmitter(self.chat.tokenizer, self.clock),
             ends=self._stops,
         )
+
+    def _begin_reply(self, pending: list[int], given: list[int]) -> None:
+        """The prompt is split (``pending`` for the cache, ``given`` the first block's): a
+        subclass readies what its steps read (the graphed decoder uploads it once)."""
 
     def decide(
         self,

@@ -32,7 +32,7 @@ which is what the CPU tests compare, token for token, with the eager decoder.
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import torch
@@ -43,12 +43,9 @@ from cadence.kernels import CachedBlock
 from cadence.kernels.cuda_graph import CapturedStep, bucket_length
 from cadence.llm.attention_masks import step_mask
 from cadence.llm.conversation_cache import ConversationCache
-from cadence.llm.decoding import DecodingOptions, ReplyStats
-from cadence.llm.emission import ReplyPiece, WordEmitter
+from cadence.llm.decoding import DecodingOptions
 from cadence.llm.open_weights.decoder import OpenWeightsDecoder, OpenWeightsModel
 from cadence.llm.open_weights.static_cache import BucketView, StaticKVCache
-from cadence.llm.reply_loops import diffused_reply, split_prompt
-from cadence.llm.result_slots import ReplyFacts
 
 CARRY_BLOCKS = 16
 """Prompt blocks carried by graph replays when not measured (off CUDA); more go through one
@@ -299,37 +296,9 @@ class GraphedOpenWeightsDecoder(OpenWeightsDecoder):
 
     # --- a reply -------------------------------------------------------------------------
 
-    @torch.inference_mode()
-    def decode(
-        self,
-        prompt: list[int],
-        stats: ReplyStats | None = None,
-        *,
-        calls: bool = False,
-        facts: ReplyFacts | None = None,
-    ) -> Iterator[ReplyPiece]:
-        """:meth:`OpenWeightsDecoder.decode`, step for step, on fixed-shape steps."""
-        stats = stats if stats is not None else ReplyStats()
-        stats.start_ms = self.clock.now_ms()
-        pending, given = split_prompt(
-            prompt, self.block_size, self.cache, shifted=self.family.shifted
-        )
-        stats.prefilled_tokens = len(pending) + len(given)
+    def _begin_reply(self, pending: list[int], given: list[int]) -> None:
         # One upload for the whole prompt: the carries and the first block copy from it.
         self._uploaded = torch.tensor(pending + given, device=self.device)
-        yield from diffused_reply(
-            self,
-            pending,
-            given,
-            mask=self._mask,
-            size=self.block_size,
-            sub_block=self.sub_block,
-            options=self.options,
-            clock=self.clock,
-            stats=stats,
-            emitter=WordEmitter(self.chat.tokenizer, self.clock),
-            ends=self._stops,
-        )
 
     def begin_block(self, index: int, pending: list[int], start: int) -> None:
         """Carry ``pending`` into the cache (a finished block is already in the step's ids,
