@@ -9,27 +9,15 @@ from collections.abc import AsyncIterator
 
 import pytest
 from openai_service import KEY, KEY_ENV
-from prerequisites import MARK, apply_marks, fail_unmet
+
+# The prerequisites' hooks: a ``requires`` mark skips, or fails in CI (tests/prerequisites.py).
+from prerequisites import (  # noqa: F401
+    pytest_collection_modifyitems,
+    pytest_configure,
+    pytest_runtest_setup,
+)
 
 from cadence.tooling.emulators.openai import FakeOpenAI
-
-
-def pytest_configure(config: pytest.Config) -> None:
-    config.addinivalue_line(
-        "markers",
-        f"{MARK}(met, reason): the test needs a prerequisite; unmet, it is skipped with the "
-        "reason, or fails when CI=true (tests/prerequisites.py)",
-    )
-
-
-def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    for item in items:
-        apply_marks(item)
-
-
-@pytest.hookimpl(tryfirst=True)
-def pytest_runtest_setup(item: pytest.Item) -> None:
-    fail_unmet(item)
 
 
 @pytest.fixture(autouse=True)

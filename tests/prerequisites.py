@@ -15,7 +15,8 @@ from typing import NoReturn
 import pytest
 
 MARK = "requires"
-"""The name of the mark :func:`requires` makes; ``conftest.py`` checks it before setup."""
+"""The name of the mark :func:`requires` makes; the hooks below (which ``conftest.py`` takes)
+skip or fail its tests."""
 
 
 def in_ci() -> bool:
@@ -41,16 +42,30 @@ def unmet(item: pytest.Item) -> list[str]:
     return [mark.kwargs["reason"] for mark in item.iter_markers(MARK) if not mark.kwargs["met"]]
 
 
-def apply_marks(item: pytest.Item) -> None:
-    """At collection: an unmet ``requires`` mark becomes a skip, reported at the test (in CI,
-    :func:`fail_unmet` fails the test instead)."""
+def pytest_configure(config: pytest.Config) -> None:
+    config.addinivalue_line(
+        "markers",
+        f"{MARK}(met, reason): the test needs a prerequisite; unmet, it is skipped with the "
+        "reason, or fails when CI=true (tests/prerequisites.py)",
+    )
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """At collection, off CI: an unmet ``requires`` mark becomes a skip, reported at the test."""
     if not in_ci():
-        for reason in unmet(item):
-            item.add_marker(pytest.mark.skip(reason=reason))
+        for item in items:
+            for reason in unmet(item):
+                item.add_marker(pytest.mark.skip(reason=reason))
 
 
-def fail_unmet(item: pytest.Item) -> None:
-    """Before setup, in CI: fail ``item`` if a ``requires`` mark of it is unmet."""
+def pytest_runtest_setup(item: pytest.Item) -> None:
+    """Before the test's fixtures, in CI: fail ``item`` if a ``requires`` mark of it is unmet.
+
+    Why not ``tryfirst``: pytest's own skipping hook is, and must go first — a test skipped by
+    design (``skip``, ``skipif``: the container test outside ``make test-container``) is not
+    run, so what it would need cannot be missing. A conftest's plain hook still runs before
+    pytest's runner sets up the fixtures (conftests register after the built-in plugins, and
+    pluggy calls the last registered first)."""
     if in_ci():
         for reason in unmet(item):
             missing(reason)
