@@ -1,5 +1,5 @@
-"""The ``cadence`` command: what a deployment runs — ``serve``, ``config``, ``say``,
-``transcribe``, ``turn-score`` and ``report`` — and the commands installed beside it.
+"""The ``cadence`` command: what a deployment runs — ``serve``, ``prepare``, ``config``,
+``say``, ``transcribe``, ``turn-score`` and ``report`` — and the commands installed beside it.
 
 The lab (benches, load tests, training, evaluation, corpus builders, emulators: ``tooling/``,
 the ``cadence-lab`` distribution) is not in the runtime wheel, so a deployment carries none of
@@ -17,7 +17,7 @@ from importlib.metadata import EntryPoint, entry_points
 
 import typer
 
-from cadence.cli import config_cmd, report_cmd, serve_cmd, turn_cmd, voice_cmd
+from cadence.cli import config_cmd, prepare_cmd, report_cmd, serve_cmd, turn_cmd, voice_cmd
 
 COMMANDS_GROUP = "cadence.commands"
 """The entry-point group through which another distribution adds commands."""
@@ -42,6 +42,7 @@ def build_app(plugins: Iterable[EntryPoint] | None = None) -> typer.Typer:
     )
     app.add_typer(config_cmd.app, name="config")
     app.command("serve")(serve_cmd.serve)
+    app.command("prepare")(prepare_cmd.prepare)
     app.command("say")(voice_cmd.say)
     app.command("transcribe")(voice_cmd.transcribe)
     app.command("turn-score")(turn_cmd.turn_score)

@@ -13,7 +13,6 @@ naming ``models.llm.checkpoint``.
 
 from __future__ import annotations
 
-import hashlib
 import json
 import threading
 from collections.abc import Sequence
@@ -27,8 +26,10 @@ import torch
 from cadence.llm.chatml_tools import ToolChatFormat
 from cadence.llm.checkpoint import CheckpointError
 from cadence.llm.dialogue import Turn
+from cadence.llm.engine import EngineError, OnnxNetwork, int8_network
+from cadence.llm.engine.store import file_digest
 from cadence.llm.open_weights.network import QwenForCausalLM
-from cadence.llm.pretrained.cpu_linear import pack_for_cpu, packed_bf16_supported
+from cadence.llm.pretrained.cpu_linear import pack_for_cpu
 from cadence.llm.pretrained.gguf_weights import read_gguf
 from cadence.llm.pretrained.smollm2 import EMBEDDED, PretrainedModelError, model_file
 from cadence.llm.result_slots import ReplyFacts, result_row, returned_values
@@ -101,29 +102,39 @@ class _Decoder:
 
 @dataclass(frozen=True)
 class AdaptedModel:
-    network: QwenForCausalLM
+    network: QwenForCausalLM | OnnxNetwork
+    """The merged network: PyTorch's, or its int8 graph on onnxruntime (the same call)."""
     format: AdaptedChatFormat
     objective: Objective
     block_size: int
     """Blocks of the diffusion model (1 for the AR model: any prefix is cacheable)."""
     meta: dict[str, Any]
 
+    @property
+    def device(self) -> torch.device:
+        """Where the network's inputs go (the CPU for the int8 graph)."""
+        if isinstance(self.network, OnnxNetwork):
+            return torch.device("cpu")
+        return self.network.model.embed_tokens.weight.device
+
 
 _LOCK = threading.Lock()
 
 
-Precision = Literal["auto", "fp32", "bf16"]
+Precision = Literal["auto", "int8", "fp32", "bf16"]
 
 
 def load_adapted(name: str, device: torch.device, precision: Precision = "auto") -> AdaptedModel:
     """The adapter ``name`` merged into SmolLM2 on ``device``, once per process and
-    precision. ``auto``: on a CPU, bfloat16 packed for oneDNN where it computes bfloat16
-    natively (``llm/pretrained/cpu_linear.py``: about twice float32's speed on the dev CPU),
-    else float32; on a GPU, bfloat16. ``fp32``: float32 (the tests' references)."""
+    precision. ``int8`` (on a CPU): the merged network's int8 graph on onnxruntime
+    (``llm/engine/``: a decode step 16 ms against bf16's 43 on the dev CPU), built once and
+    cached; ``bf16``: on a CPU packed for oneDNN (``llm/pretrained/cpu_linear.py``); ``fp32``:
+    float32 (the tests' references). ``auto``: ``int8`` on a CPU, ``bf16`` on a GPU."""
     path = adapter_path(name)
     if precision == "auto":
-        native = device.type == "cpu" and packed_bf16_supported()
-        precision = "bf16" if device.type == "cuda" or native else "fp32"
+        precision = "int8" if device.type == "cpu" else "bf16"
+    if precision == "int8" and device.type != "cpu":
+        raise CheckpointError(f"{CONFIG_KEY}: the int8 graph runs on the CPU, not {device}")
     with _LOCK:
         return _load(path.resolve(), str(device), precision)
 
@@ -136,26 +147,41 @@ def _load(path: Path, device: str, precision: Precision) -> AdaptedModel:
     except PretrainedModelError as exc:
         raise CheckpointError(str(exc)) from exc
     wanted = meta.get("base_sha256")
-    if wanted and _sha256(base) != wanted:
+    if wanted and file_digest(base.resolve()) != wanted:
         raise CheckpointError(
             f"{CONFIG_KEY}: {path.name} was trained on a SmolLM2 file with SHA-256 {wanted}; "
             f"{base} differs"
         )
-    model = read_gguf(base)
-    scale = float(meta["alpha"]) / int(meta["rank"])
-    merge_adapter(model.tensors, tensors, scale, meta.get("token_rows") or ())
-    with torch.device("meta"):
-        network = QwenForCausalLM(model.shape)
-    network.load_state_dict(model.tensors, strict=True, assign=True)
-    network.eval().requires_grad_(False)
+    objective: Objective = "bd" if meta.get("objective") == "bd" else "ar"
+    block = int(meta.get("block_size") or 1) if objective == "bd" else 1
+    if precision == "int8":
+        tokenizer = read_gguf(base, tensors=False).tokenizer
+        try:
+            network: QwenForCausalLM | OnnxNetwork = int8_network(
+                path.stem, (base, path), lambda: merged(base, tensors, meta), CONFIG_KEY
+            )
+        except EngineError as exc:
+            raise CheckpointError(str(exc)) from exc
+        return AdaptedModel(network, AdaptedChatFormat(tokenizer), objective, block, meta)
+    network = merged(base, tensors, meta)
     if precision == "bf16" and device == "cpu":
         pack_for_cpu(network, network.get_parameter("model.embed_tokens.weight"))
     elif precision == "bf16":
         network.to(torch.bfloat16)
     network.to(device)
-    objective: Objective = "bd" if meta.get("objective") == "bd" else "ar"
-    block = int(meta.get("block_size") or 1) if objective == "bd" else 1
-    return AdaptedModel(network, AdaptedChatFormat(model.tokenizer), objective, block, meta)
+    tokenizer = read_gguf(base, tensors=False).tokenizer
+    return AdaptedModel(network, AdaptedChatFormat(tokenizer), objective, block, meta)
+
+
+def merged(base: Path, adapter: dict[str, torch.Tensor], meta: dict[str, Any]) -> QwenForCausalLM:
+    """The float32 network of ``base`` with ``adapter`` merged in, on the CPU."""
+    model = read_gguf(base)
+    scale = float(meta["alpha"]) / int(meta["rank"])
+    merge_adapter(model.tensors, adapter, scale, meta.get("token_rows") or ())
+    with torch.device("meta"):
+        network = QwenForCausalLM(model.shape)
+    network.load_state_dict(model.tensors, strict=True, assign=True)
+    return network.eval().requires_grad_(False)
 
 
 def read_adapter(path: Path) -> tuple[dict[str, torch.Tensor], dict[str, Any]]:
@@ -199,11 +225,3 @@ def merge_adapter(
             )
         low = adapter[f"{module}.lora_B"] @ adapter[f"{module}.lora_A"]
         weight += scale * low
-
-
-def _sha256(path: Path) -> str:
-    digest = hashlib.sha256()
-    with path.open("rb") as data:
-        for chunk in iter(lambda: data.read(1 << 20), b""):
-            digest.update(chunk)
-    return digest.hexdigest()

@@ -14,6 +14,7 @@ before a call token spoken and its calls read at the end.
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Callable, Iterator
 from dataclasses import replace
 
@@ -73,7 +74,7 @@ class AdaptedDecoder:
         self.options = options
         self.clock = clock
         self.cache = ConversationCache(model.network.new_cache(), model.block_size)
-        self.device = model.network.model.embed_tokens.weight.device
+        self.device = model.device
         self._call = SMOLLM2_IDS[CALL_TOKEN]
         self._ends = (SMOLLM2_IDS[IM_END], SMOLLM2_IDS[END_OF_TEXT])
         self._end_ids = torch.tensor(self._ends, device=self.device)
@@ -122,6 +123,7 @@ class AdaptedARDecoder(AdaptedDecoder):
         *,
         calls: bool = False,
         facts: ReplyFacts | None = None,
+        stop: threading.Event | None = None,
     ) -> Iterator[ReplyPiece]:
         """Greedy pieces of the reply to ``prompt`` (``AdaptedChatFormat.prompt``)."""
         stats = stats if stats is not None else ReplyStats()
@@ -134,6 +136,7 @@ class AdaptedARDecoder(AdaptedDecoder):
             self._next_token,
             pending,
             options=self.options,
+            stop=stop,
             clock=self.clock,
             stats=stats,
             emitter=WordEmitter(filler, self.clock),
@@ -159,6 +162,7 @@ class AdaptedDiffusionDecoder(EagerDenoising, AdaptedDecoder):
         *,
         calls: bool = False,
         facts: ReplyFacts | None = None,
+        stop: threading.Event | None = None,
     ) -> Iterator[ReplyPiece]:
         """Pieces of the reply to ``prompt``, block by block (see the module)."""
         stats = stats if stats is not None else ReplyStats()
@@ -175,6 +179,7 @@ class AdaptedDiffusionDecoder(EagerDenoising, AdaptedDecoder):
             size=self.block_size,
             sub_block=SUB_BLOCK,
             options=self.options,
+            stop=stop,
             clock=self.clock,
             stats=stats,
             emitter=WordEmitter(filler, self.clock),
@@ -231,7 +236,7 @@ def adapted_generators(
     is a generator of its own (its cache) over those weights. The backend must fit the
     adapter (``dllm``: a diffusion adapter, ``ar``: an autoregressive one); the block size is
     the adapter's own (``models.llm.block_size`` is for the embedded models)."""
-    model = load_adapted(config.checkpoint, device)
+    model = load_adapted(config.checkpoint, device, config.precision)
     wanted = "bd" if config.backend == "dllm" else "ar"
     if model.objective != wanted:
         raise CheckpointError(

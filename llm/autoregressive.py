@@ -3,6 +3,7 @@ pieces, statistics and conversation cache as the diffusion decoder so the two co
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Iterator
 
 import torch
@@ -29,6 +30,7 @@ class AutoregressiveDecoder(CachedDecoder):
         *,
         calls: bool = False,
         facts: ReplyFacts | None = None,
+        stop: threading.Event | None = None,
     ) -> Iterator[ReplyPiece]:
         """Pieces of the reply to ``prompt`` (from :meth:`DialogueFormat.prompt`); with
         ``calls``, the reply may end in tool calls (a model that knows tools), and its
@@ -44,6 +46,7 @@ class AutoregressiveDecoder(CachedDecoder):
             self._next_token,
             pending,
             options=self.options,
+            stop=stop,
             clock=self.clock,
             stats=stats,
             emitter=WordEmitter(filler, self.clock),

@@ -14,6 +14,7 @@ what is this model's is its step.
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Callable, Iterator
 
 import torch
@@ -42,6 +43,7 @@ class BlockDiffusionDecoder(EagerDenoising, CachedDecoder):
         *,
         calls: bool = False,
         facts: ReplyFacts | None = None,
+        stop: threading.Event | None = None,
     ) -> Iterator[ReplyPiece]:
         """Pieces of the reply to ``prompt`` (from :meth:`DialogueFormat.prompt`); with
         ``calls``, the reply may end in tool calls (a model that knows tools), and its
@@ -63,6 +65,7 @@ class BlockDiffusionDecoder(EagerDenoising, CachedDecoder):
             size=size,
             sub_block=size,
             options=self.options,
+            stop=stop,
             clock=self.clock,
             stats=stats,
             emitter=WordEmitter(filler, self.clock),

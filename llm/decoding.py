@@ -44,6 +44,8 @@ class ReplyStats:
     said_back: tuple[str, ...] = ()
     """Dates and times the model wrote that the caller never said and no result held,
     replaced by the caller's (``llm/result_slots.py``)."""
+    stopped: bool = False
+    """The reply was stopped before it ended (its reader was cancelled)."""
 
 
 def never_in_reply(special: SpecialIds) -> torch.Tensor:

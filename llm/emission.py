@@ -13,7 +13,7 @@ import json
 import re
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
-from typing import Protocol
+from typing import Protocol, runtime_checkable
 
 from cadence.core.clock import Clock
 from cadence.llm.decoding import ReplyStats
@@ -80,13 +80,26 @@ class CallReader:
         return tuple(calls)
 
 
+SLOT_LEADS = "at|in|on|for|from|to|with|of|near|by|the|a|an"
+"""Words a result slot follows ("at [restaurant name]", "in [city]"): a slot that cannot be
+filled goes with its word (``SlotFiller``)."""
 _UNFINISHED = re.compile(
-    rf"\b(?:(?:{'|'.join(calendar.month_name[1:])})(?: \d{{1,2}})?|\d{{1,2}}(?::\d{{2}})?)$",
+    rf"\b(?:(?:{'|'.join(calendar.month_name[1:])})(?: \d{{1,2}})?|\d{{1,2}}(?::\d{{2}})?"
+    rf"|{SLOT_LEADS})$",
     re.IGNORECASE,
 )
 """The end of a date or time that the next word may finish ("at 1:30" … "pm", "March" …
-"5th"): held back one word, so that the reply's date or time is whole before it is said
-(``SlotFiller`` may say the caller's instead)."""
+"5th"), or a word a slot may follow: held back one word, so that the reply's date or time is
+whole before it is said (``SlotFiller`` may say the caller's instead), and a slot that cannot
+be filled can take its word with it."""
+
+
+@runtime_checkable
+class Ending(Protocol):
+    """A text decoder that may end a reply with words of its own (``SlotFiller``: the
+    question for what a confirmation could not say)."""
+
+    def ending(self, text: str) -> str: ...
 
 
 class WordEmitter:
@@ -110,8 +123,11 @@ class WordEmitter:
         return self._emit(text[:boundary])
 
     def finish(self, final: Sequence[int]) -> ReplyPiece | None:
-        """The remainder of the finished reply ``final``, or ``None`` if nothing is left."""
+        """The remainder of the finished reply ``final`` (and the decoder's ending, if it has
+        one), or ``None`` if nothing is left."""
         text = self.text_decoder.decode(final)
+        if isinstance(self.text_decoder, Ending):
+            text += self.text_decoder.ending(text)
         return self._emit(text) if len(text) > self._emitted else None
 
     def _emit(self, text: str) -> ReplyPiece:

@@ -11,6 +11,7 @@ turns of one generator are serialised because they share the conversation's KV c
 from __future__ import annotations
 
 import asyncio
+import threading
 from collections.abc import AsyncGenerator, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Protocol
@@ -61,6 +62,7 @@ class _Decoder(Protocol):
         *,
         calls: bool = False,
         facts: ReplyFacts | None = None,
+        stop: threading.Event | None = None,
     ) -> Iterator[ReplyPiece]: ...
 
 
@@ -167,8 +169,9 @@ class DecoderTurnGenerator:
             stats = ReplyStats()
             self.last_stats = stats
             facts = self._format.reply_facts(history)
-            pieces = self._decoder.decode(prompt, stats, calls=calls, facts=facts)
-            while (piece := await _next_in_thread(pieces)) is not None:
+            stop = threading.Event()
+            pieces = self._decoder.decode(prompt, stats, calls=calls, facts=facts, stop=stop)
+            while (piece := await _next_in_thread(pieces, stop)) is not None:
                 yield piece
 
     async def reply(self, history: Sequence[Turn]) -> str:
@@ -207,13 +210,16 @@ class AutoregressiveTurnGenerator(DecoderTurnGenerator):
         super().__init__(decoder, loaded.format, options)
 
 
-async def _next_in_thread(pieces: Iterator[ReplyPiece]) -> ReplyPiece | None:
-    """The next piece, computed in a worker thread. If the caller is cancelled (a barge-in),
-    the step in flight still finishes before the cancellation goes on: the lock must not be
-    released while a thread is still writing the KV cache that the next reply will use."""
+async def _next_in_thread(pieces: Iterator[ReplyPiece], stop: threading.Event) -> ReplyPiece | None:
+    """The next piece, computed in a worker thread. If the caller is cancelled (a barge-in,
+    ``llm_timeout_ms``, a hang-up), ``stop`` ends the decode before its next step, and the
+    step in flight finishes before the cancellation goes on: the lock must not be released
+    while a thread is still writing the KV cache that the next reply will use — but it is
+    released within one step (``reply_loops.stopped``), not at the end of the piece."""
     step = asyncio.ensure_future(asyncio.to_thread(next, pieces, None))
     try:
         return await asyncio.shield(step)
     except asyncio.CancelledError:
+        stop.set()
         await asyncio.gather(step, return_exceptions=True)
         raise

@@ -13,6 +13,7 @@ timed or ended is made here, once, and holds for every model.
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Callable, Iterator
 from typing import Protocol
 
@@ -31,6 +32,7 @@ def greedy_reply(
     pending: list[int],
     *,
     options: DecodingOptions,
+    stop: threading.Event | None = None,
     clock: Clock,
     stats: ReplyStats,
     emitter: WordEmitter,
@@ -41,9 +43,12 @@ def greedy_reply(
     """A reply one token at a time: ``next_token(pending)`` runs ``pending`` (the prompt's
     uncached tail, then the last token) through the model and picks the next token, until an
     end token or ``max_reply_tokens``. The words before a ``call`` token go out as they
-    complete; the calls after it are read at the end by ``calls``."""
+    complete; the calls after it are read at the end by ``calls``. Once ``stop`` is set the
+    reply ends before its next step, with nothing more (see :func:`stopped`)."""
     reply: list[int] = []
     while len(reply) < options.max_reply_tokens:
+        if stopped(stop, stats):
+            return
         token = next_token(pending)
         stats.steps_per_block.append(1)
         if token in ends:
@@ -87,6 +92,7 @@ def diffused_reply(
     size: int,
     sub_block: int,
     options: DecodingOptions,
+    stop: threading.Event | None = None,
     clock: Clock,
     stats: ReplyStats,
     emitter: WordEmitter,
@@ -99,7 +105,8 @@ def diffused_reply(
     after every step the contiguous committed prefix goes out at word boundaries, and the
     reply ends at the first end token with nothing masked before it, or at
     ``max_reply_tokens``. A block running past its budget lowers τ
-    (:func:`block_threshold`)."""
+    (:func:`block_threshold`). Once ``stop`` is set the reply ends before its next step, with
+    nothing more (see :func:`stopped`)."""
     limit = options.max_reply_tokens
     reply: list[int] = []
     finished = False
@@ -114,6 +121,8 @@ def diffused_reply(
         steps = 0
         for window in (slice(w, w + sub_block) for w in range(0, size, sub_block)):
             while not finished and any(masked[window]):
+                if stopped(stop, stats):
+                    return
                 for position, token in denoiser.commits(block, masked, window, threshold):
                     block[position], masked[position] = token, False
                 steps += 1
@@ -135,6 +144,18 @@ def diffused_reply(
             break
     stats.token_ids = committed_prefix(reply, [False] * len(reply), ends)[0][:limit]
     yield from last_pieces(emitter, stats, calls, clock)
+
+
+def stopped(stop: threading.Event | None, stats: ReplyStats) -> bool:
+    """Whether the reply was stopped (a barge-in, ``llm_timeout_ms``, a hang-up: its reader
+    was cancelled). Checked before every step, so a decode in a worker thread ends within one
+    step of it and the generator's lock is free right after; the cache holds only what
+    finished steps put there, which the next reply reuses or forgets like any other."""
+    if stop is None or not stop.is_set():
+        return False
+    stats.stopped = True
+    stats.end_ms = stats.end_ms or stats.start_ms
+    return True
 
 
 def split_prompt(

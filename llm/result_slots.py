@@ -32,13 +32,17 @@ from types import MappingProxyType
 from typing import Any, NamedTuple
 
 from cadence.llm.dialogue import Turn
-from cadence.llm.emission import TextDecoder
+from cadence.llm.emission import SLOT_LEADS, TextDecoder
 from cadence.llm.spoken_values import SGD_TODAY, SpokenValues, say_date, say_time
 
 ResultRow = Mapping[str, str]
 """A result's fields by key, every value as text."""
 
 _SLOT = re.compile(r"\[([a-z0-9]+(?: [a-z0-9]+)*)\]")
+_UNFILLED = "\x00"
+"""Stands for a slot that could not be filled until it is taken out with its word."""
+_UNFILLED_WITH_LEAD = re.compile(rf"(?:[ \t]+(?:{SLOT_LEADS})\b)?[ \t]*{_UNFILLED}", re.I)
+_CONFIRMATION = re.compile(r"\bconfirm", re.IGNORECASE)
 _UNSAYABLE = frozenset({"true", "false", "none", "null"})
 """Field values never turned into slots: flags, not words a reply says."""
 _COUNTED = frozenset({"party_size", "travelers", "passengers", "group_size"})
@@ -183,6 +187,9 @@ class SlotFiller:
         self._known_dates = {*facts.said.dates, *returned}
         self.unfilled: set[str] = set()
         """The slots decoded so far that the row could not fill (one filler per reply)."""
+        self._asked: list[str] = []
+        """The unfilled slots' fields in the order the reply named them, as a question
+        names them ("[restaurant name]": "restaurant")."""
         self.said_back: set[str] = set()
         """The dates and times the reply said that the caller had not (one per reply)."""
 
@@ -196,8 +203,10 @@ class SlotFiller:
         return self.fill(text)
 
     def fill(self, text: str) -> str:
-        """``text`` with its slots filled and its dates and times the caller's."""
-        text = _SLOT.sub(self._fill, text)
+        """``text`` with its slots filled and its dates and times the caller's; a slot that
+        cannot be filled is taken out with the word it follows ("… a table at [restaurant
+        name] at 7 pm" → "… a table at 7 pm"): no caller hears a gap."""
+        text = _UNFILLED_WITH_LEAD.sub("", _SLOT.sub(self._fill, text))
         if self._said.times:
             text = _SAID_TIME.sub(self._time, text)
         if self._said.dates:
@@ -242,5 +251,17 @@ class SlotFiller:
             return say_time(self._said.times[-1])
         if ("number" in words or key in _COUNTED) and self._said.counts:
             return self._said.counts[-1]
+        if match.group(0) not in self.unfilled:
+            self._asked.append(" ".join(w for w in words if w != "name") or "name")
         self.unfilled.add(match.group(0))
-        return ""
+        return _UNFILLED
+
+    def ending(self, text: str) -> str:
+        """What the finished reply ``text`` ends with: a confirmation that could not say
+        every field it named asks for them ("Which restaurant and city should it be?") —
+        the caller is asked, not told a booking with a gap."""
+        if not self.unfilled or not _CONFIRMATION.search(text):
+            return ""
+        fields = list(dict.fromkeys(self._asked))
+        listed = fields[0] if len(fields) == 1 else ", ".join(fields[:-1]) + " and " + fields[-1]
+        return f"{' ' if text and not text.endswith(' ') else ''}Which {listed} should it be?"

@@ -1,21 +1,25 @@
-"""A reply never speaks a tool call: words that read as a call of an offered tool become that
-call, or are dropped and logged.
+"""A reply never speaks a tool call: words that read as a call become that call, or are
+dropped and logged.
 
 A model may write a call as words instead of in its call channel — an embedded model that
 writes ``FindRestaurants city: San Francisco; cuisine: Italian`` without its ``<call>`` token,
 an open-weight model that knows no tools, a service that writes the call in its content.
 Spoken, that is gibberish to the caller ("In FindRestaurants city: San Francisco…", heard in
 a demo). So every turn generator passes its pieces through :class:`SpokenCallGuard`: from the
-first word that is the name of an offered tool (``llm/tool_text.py``'s call format starts with
-the method's name) to the end of the reply, nothing is spoken. What was held is read with
-:func:`cadence.llm.tool_text.parse_call`; a call that parses, of a tool offered with
-``tool_choice: auto``, ends the reply as if the model had made it, and anything else (no field
-that parses, ``tool_choice: none``) is dropped with a warning.
+first word that starts a call to the end of the reply, nothing is spoken. A call starts at
+the name of an offered tool, or — offered or not, for a session that offers no tools still
+has a model that learned them — at a method's name written as calls are
+(``llm/tool_text.py``): one CamelCase identifier followed by ``key: value``. What was held is
+read with :func:`cadence.llm.tool_text.parse_call`; a call that parses, of a tool offered
+with ``tool_choice: auto``, ends the reply as if the model had made it, and anything else
+(a tool not offered, no field that parses, ``tool_choice: none``) is dropped with a warning.
+A preposition or article left dangling before the call ("In", "with") goes with it.
 
 Pieces end at word boundaries in every backend (the decoders' ``WordEmitter``, the remote
-``WordBuffer``), so a tool's name is never split across two pieces but at the reply's very end,
-which is held like the rest. The words before the name are spoken as they were; a tool's name
-is an identifier no caller hears in a sentence, so a reply loses nothing else.
+``WordBuffer``), so a call's start is never split across two pieces but at the reply's very
+end, which is held like the rest; the dangling word before it is held one piece. The words
+before are spoken as they were; a method's name is an identifier no caller hears in a
+sentence, so a reply loses nothing else.
 """
 
 from __future__ import annotations
@@ -35,23 +39,68 @@ from cadence.llm.tools import ToolChoice, ToolSpec
 logger = logging.getLogger(__name__)
 
 
+_METHOD = r"[A-Z][a-z0-9]+(?:[A-Z][a-z0-9]*)+"
+"""A method's name as the SGD services spell them: one CamelCase word."""
+_WRITTEN_CALL = _METHOD + r"(?= [a-z][a-z ]*:)"
+"""The start of a call as the embedded models write one: a method's name, then a field
+(``GetRide destination: …``). "McDonald's" has no field after it; "Please confirm:" is no
+identifier."""
+_CAMEL = re.compile(_METHOD)
+_DANGLING = frozenset(
+    {
+        "a",
+        "an",
+        "the",
+        "at",
+        "in",
+        "on",
+        "to",
+        "for",
+        "with",
+        "from",
+        "of",
+        "by",
+        "about",
+        "into",
+        "via",
+        "using",
+        "through",
+    }
+)
+"""Words that say nothing before a call written as words ("In FindRestaurants …")."""
+
+
+def _split_dangling(text: str) -> tuple[str, str]:
+    """``text`` less the words at its end that a call may yet follow or start at — a dangling
+    preposition, a CamelCase word whose field has not come yet — and those words (with their
+    space); the text whole and ``""`` otherwise."""
+    head, tail = text, ""
+    for _ in range(2):
+        rest, space, last = head.rpartition(" ")
+        camel = _CAMEL.fullmatch(last) is not None
+        if not (last.lower() in _DANGLING or (camel and not tail)):
+            break
+        head, tail = rest, space + last + tail
+    return head, tail
+
+
 class SpokenCallGuard:
-    """Holds back a reply's words from the first offered tool's name on; see the module."""
+    """Holds back a reply's words from the first call's start on; see the module."""
 
     def __init__(
         self, tools: Sequence[ToolSpec], tool_choice: ToolChoice, ids: Iterator[str]
     ) -> None:
-        names = sorted({tool.name for tool in tools}, key=len, reverse=True)
-        self._name = (
-            re.compile(rf"(?<![\w-])(?:{'|'.join(map(re.escape, names))})(?![\w-])")
-            if names
-            else None
-        )
+        self._offered = {tool.name for tool in tools}
+        names = sorted(self._offered, key=len, reverse=True)
+        offered = "".join(f"{re.escape(name)}|" for name in names)
+        self._name = re.compile(rf"(?<![\w-])(?:{offered}{_WRITTEN_CALL})(?![\w-])")
         self._choice = tool_choice
         self._ids = ids
         self._last_ms = 0.0
         self._held: str | None = None
-        """The reply's text from the first tool name on (``None``: none seen yet)."""
+        """The reply's text from the first call's start on (``None``: none seen yet)."""
+        self._dangling = ""
+        """The reply's last word when it may be a preposition left before a call."""
 
     def feed(self, piece: ReplyPiece) -> ReplyPiece | None:
         """``piece`` with its words from a tool's name on held back; ``None`` when nothing is
@@ -66,23 +115,31 @@ class SpokenCallGuard:
 
     def finish(self) -> ReplyPiece | None:
         """After the reply's last piece: one more carrying the calls read from the held words
-        (stamped with that piece's time), if the reply had no piece of calls or error of its
-        own that took them."""
+        (stamped with that piece's time) if the reply had no piece of calls or error of its
+        own that took them, or the word held back at its end."""
         calls = self._calls()
-        return ReplyPiece("", self._last_ms, tool_calls=calls) if calls else None
+        dangling, self._dangling = self._dangling, ""
+        if calls or dangling:
+            return ReplyPiece(dangling, self._last_ms, tool_calls=calls)
+        return None
 
     def _say(self, text: str) -> str:
         if self._held is not None:
             self._held += text
             return ""
-        found = self._name.search(text) if self._name is not None else None
+        text, self._dangling = self._dangling + text, ""
+        found = self._name.search(text)
         if found is None:
-            return text
+            said, self._dangling = _split_dangling(text)
+            return said
         self._held = text[found.start() :]
-        return text[: found.start()].rstrip()
+        said, dropped = _split_dangling(text[: found.start()].rstrip())
+        if dropped.strip():
+            logger.info("dropped %r before a call written as words", dropped.strip())
+        return said
 
     def _calls(self) -> tuple[ToolCall, ...]:
-        if self._held is None or self._name is None:
+        if self._held is None:
             return ()
         held, self._held = self._held, None
         starts = [m.start() for m in self._name.finditer(held)] + [len(held)]
@@ -94,7 +151,7 @@ class SpokenCallGuard:
             except ToolTextError as exc:
                 logger.warning("a reply wrote a tool call as words; not said, not run: %s", exc)
                 continue
-            if self._choice != "auto":
+            if self._choice != "auto" or name not in self._offered:
                 logger.warning("a reply wrote a call where none may be made; not said: %r", text)
                 continue
             logger.info("a reply wrote a tool call as words; run as a call: %r", text)

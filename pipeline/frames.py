@@ -193,9 +193,17 @@ class SpeculationDiscardedFrame(DataFrame):
 
 
 ToolOutcome = Literal[
-    "ok", "error", "timeout", "invalid_arguments", "unknown_tool", "cancelled", "left_running"
+    "ok",
+    "asked",
+    "error",
+    "timeout",
+    "invalid_arguments",
+    "unknown_tool",
+    "cancelled",
+    "left_running",
 ]
-"""What became of a tool call: ``ok`` (its result went back to the model); ``error`` (the tool
+"""What became of a tool call: ``ok`` (its result went back to the model); ``asked`` (it needs
+what only the caller can say: the reply asks for it, ``AskTheCaller``); ``error`` (the tool
 raised); ``timeout`` (past ``tools.timeout_ms``); ``invalid_arguments`` (not JSON, or not what
 its parameters take); ``unknown_tool`` (the model named no tool it was offered); ``cancelled``
 (a barge-in, or the reply was dropped); ``left_running`` (a tool that cannot be cancelled,

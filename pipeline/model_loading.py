@@ -11,6 +11,7 @@ from functools import cache
 import torch
 
 from cadence.core.priority import URGENT_WORK
+from cadence.llm.engine import set_engine_threads
 from cadence.llm.pretrained import TurnEndModel, load_language_model, model_file
 from cadence.llm.pretrained.options import LanguageModelOptions
 from cadence.pipeline.config import (
@@ -28,11 +29,13 @@ from cadence.voice.turn import TextEndOfTurnModel
 
 
 def apply_thread_budget(threads: ThreadsConfig) -> None:
-    """Give torch its share of the cores (whisper and the voice get theirs when they load), and
-    set how long background work waits for urgent work. Call
+    """Give torch and the language model's int8 graphs their share of the cores (whisper and
+    the voice get theirs when they load), and set how long background work waits for urgent
+    work. Call
     it before any thread runs torch: each thread keeps the count it started with, and threads
     started later take this one. Process-wide, so an overlay has no budget of its own."""
     torch.set_num_threads(threads.llm)
+    set_engine_threads(threads.llm)
     URGENT_WORK.max_wait_ms = threads.background_wait_ms
 
 

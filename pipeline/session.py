@@ -33,7 +33,7 @@ from cadence.pipeline.playout_gate import PlayoutGate
 from cadence.pipeline.stages import STTStage, TTSStage, VADStage
 from cadence.pipeline.stages.playout import AudioOutput, PlayoutStage
 from cadence.pipeline.stages.turn import TurnStage
-from cadence.pipeline.tools import Tool
+from cadence.pipeline.tools import Tool, offered_tools
 from cadence.pipeline.tracing import TraceSink, session_tracer
 from cadence.pipeline.tracing.turn_observer import TurnTraceObserver
 from cadence.voice.audio import PCM16, StreamResampler
@@ -63,13 +63,15 @@ class VoiceSession:
         output_sample_rate: int,
         clock: Clock | None = None,
         generator: TurnGenerator | None = None,
-        tools: Sequence[Tool] = (),
+        tools: Sequence[Tool] | None = None,
         trace_sinks: Iterable[TraceSink] = (),
         observers: Iterable[FrameObserver] = (),
     ) -> None:
         """``output`` plays the reply audio; without one it comes as ``ReplyAudioEvent``s.
-        ``tools`` are offered to the generator as they are (``Agent`` picks them by the
-        configuration's ``tools`` section). ``trace_sinks`` get each finished turn trace
+        ``tools`` are offered to the generator as they are (``Agent`` adds its own to
+        those the configuration's ``tools`` section enables); without them, the session
+        offers what that section names (its SGD services and built-ins), as the demo does —
+        one rule for every way a session is opened. ``trace_sinks`` get each finished turn trace
         besides the log ``config.tracing`` names; ``observers`` see every frame."""
         self.session_id = session_id
         self.config = config
@@ -92,7 +94,7 @@ class VoiceSession:
             end_of_turn=load_end_of_turn(config.turn.end_of_turn, config.models.lm),
             gate=gate,
             faults=config.faults,
-            tools=tools,
+            tools=offered_tools((), config.tools) if tools is None else tools,
             tools_config=config.tools,
             first_phrase_max_words=config.models.tts.first_phrase_max_words,
             yield_to_urgent=True,

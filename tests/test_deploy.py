@@ -137,3 +137,52 @@ def test_the_image_installs_what_the_makefile_installs_beside_the_dependencies()
     installed = dict(re.findall(r"--no-deps ([\w-]+)==(\S+)", containerfile))
     assert pins, "no pinned wheel in the Makefile"
     assert installed == pins
+
+
+def runtime_wheel_folders() -> set[str]:
+    """The repository folders whose packages the runtime wheel holds: the packages pyproject's
+    ``[tool.setuptools.packages.find]`` finds (as the build does), each top-level one a link in
+    ``cadence/`` to its folder, and ``cadence/`` itself."""
+    import tomllib
+
+    from setuptools import find_packages  # type: ignore[import-untyped]
+
+    root = DEPLOY.parent
+    rule = tomllib.loads((root / "pyproject.toml").read_text())["tool"]["setuptools"]
+    find = rule["packages"]["find"]
+    packages = find_packages(str(root), include=find["include"], exclude=find["exclude"])
+    top = {name.split(".")[1] for name in packages if name.count(".") >= 1}
+    assert top, "the wheel has no package"
+    return {(root / "cadence" / name).readlink().name for name in top} | {"cadence"}
+
+
+def image_copy_errors(containerfile: str, dockerignore: str, wheel: set[str]) -> list[str]:
+    """What the image's build stage gets wrong of the runtime wheel's folders ``wheel``: a
+    folder the Containerfile does not copy or .dockerignore keeps out, or one it copies that
+    the wheel does not have."""
+    copied = set(re.findall(r"^COPY (\w+) \./\1$", containerfile, re.M))
+    sent = set(re.findall(r"^!(\w+)$", dockerignore, re.M))
+    errors = []
+    if wheel - copied:
+        errors.append(f"deploy/Containerfile does not copy {sorted(wheel - copied)}")
+    if wheel - sent:
+        errors.append(f".dockerignore does not let in {sorted(wheel - sent)}")
+    if copied - wheel:
+        errors.append(f"deploy/Containerfile copies {sorted(copied - wheel)}, not in the wheel")
+    return errors
+
+
+def test_the_image_copies_every_folder_of_the_runtime_wheel_and_no_other() -> None:
+    """The image's wheel is built from what the build stage copies: a folder of the runtime
+    left out (``cli/`` once) gives an image whose ``cadence`` cannot start."""
+    containerfile = (DEPLOY / "Containerfile").read_text()
+    dockerignore = (DEPLOY.parent / ".dockerignore").read_text()
+    wheel = runtime_wheel_folders()
+    assert {"cli", "report", "llm", "web"} <= wheel
+    assert "tooling" not in wheel
+    assert image_copy_errors(containerfile, dockerignore, wheel) == []
+    # The check names what a Containerfile leaves out (the image that could not start).
+    left_out = containerfile.replace("COPY cli ./cli\n", "").replace("COPY report ./report\n", "")
+    assert image_copy_errors(left_out, dockerignore, wheel) == [
+        "deploy/Containerfile does not copy ['cli', 'report']"
+    ]

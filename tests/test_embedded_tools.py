@@ -198,8 +198,9 @@ def test_a_reply_is_emitted_with_its_slots_filled_a_whole_slot_at_a_time() -> No
     ids = tokenizer.encode("How about [restaurant name] in [city]? It is [rating] stars.")
     filler = SlotFiller(tokenizer, ReplyFacts(row))
     full = filler.decode(ids)
-    assert full == "How about 71 Saint Peter in San Jose? It is  stars."
+    assert full == "How about 71 Saint Peter in San Jose? It is stars."
     assert filler.unfilled == {"[rating]"}  # a field the result lacks is dropped, and reported
+    assert filler.ending(full) == ""  # not a confirmation: nothing to ask
     short = SlotFiller(tokenizer, ReplyFacts({**row, "street_address": "71 North San Pedro"}))
     assert short.decode(tokenizer.encode("[name] is at [address], [street].")) == (
         "71 Saint Peter is at 71 North San Pedro, 71 North San Pedro."
@@ -242,8 +243,17 @@ def test_a_date_or_time_nobody_said_is_said_as_the_caller_said_it() -> None:
     slots = tokenizer.encode("A table for [party size] at [time] on [date] at [restaurant name].")
     history.append(Turn("user", "Three of us."))
     caller_slots = SlotFiller(tokenizer, ReplyFacts({}, said_values(history)))
-    assert caller_slots.decode(slots) == "A table for 3 at 7:30 pm on March 5th at ."
+    assert caller_slots.decode(slots) == "A table for 3 at 7:30 pm on March 5th."
     assert caller_slots.unfilled == {"[restaurant name]"}  # no result: no name to say
+    confirm = tokenizer.encode("Please confirm: a table at [restaurant name] in [city] at [time].")
+    emitter = WordEmitter(
+        SlotFiller(tokenizer, ReplyFacts({}, said_values(history))), VirtualClock()
+    )
+    pieces = [p.text for n in range(1, len(confirm) + 1) if (p := emitter.update(confirm[:n]))]
+    last = emitter.finish(confirm)
+    heard = "".join(pieces) + (last.text if last else "")
+    assert heard == "Please confirm: a table at 7:30 pm. Which restaurant and city should it be?"
+    assert heard.startswith("".join(pieces))  # nothing said was taken back: "at", "in" waited
     nothing_said = SlotFiller(tokenizer, ReplyFacts({}, said_values([])))
     assert nothing_said.decode(ids) == tokenizer.decode(ids)  # no time of theirs to say
     counted = tokenizer.encode("I found 10 restaurants for 2")
@@ -346,7 +356,7 @@ async def _reply(
 ) -> tuple[str, tuple[ToolCall, ...]]:
     pieces = [piece async for piece in generator.stream(history, tools)]
     assert all(piece.error is None for piece in pieces)
-    return "".join(p.text for p in pieces), pieces[-1].tool_calls
+    return "".join(p.text for p in pieces), pieces[-1].tool_calls if pieces else ()
 
 
 FIND = ToolSpec("FindRestaurants", "Find a restaurant.", {"type": "object"})

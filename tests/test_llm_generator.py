@@ -143,8 +143,9 @@ async def test_a_cancelled_stream_finishes_its_step_before_the_next_reply_starts
         *,
         calls: bool = False,
         facts: ReplyFacts | None = None,
+        stop: threading.Event | None = None,
     ) -> Iterator[ReplyPiece]:
-        for piece in decode(prompt, stats, calls=calls, facts=facts):
+        for piece in decode(prompt, stats, calls=calls, facts=facts, stop=stop):
             log.append("step starts")
             loop.call_soon_threadsafe(started.set)
             # The step lasts until the test lets it end: cancelled in its middle on any machine.

@@ -32,8 +32,9 @@ COPIED = [
 ]  # fmt: skip
 """What a build reads: the package folders, the links under cadence/, the project files."""
 
-RUNTIME_COMMANDS = {"config", "serve", "say", "transcribe", "turn-score", "report"}
-"""What a deployment runs, as the issue that split the lab out named it."""
+RUNTIME_COMMANDS = {"config", "serve", "prepare", "say", "transcribe", "turn-score", "report"}
+"""What a deployment runs: the six the issue that split the lab out named, and ``prepare``
+(the language model's int8 graph built before the first start)."""
 
 LAB_COMMANDS = {"bench", "bench-turns", "loadtest", "train", "eval-lm", "converse"}
 """A few of the lab's commands, each of which a deployment has no use for."""

@@ -17,6 +17,7 @@ boundaries (:class:`cadence.llm.emission.WordEmitter`).
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 
@@ -91,6 +92,7 @@ class OpenWeightsDecoder(EagerDenoising):
         *,
         calls: bool = False,
         facts: ReplyFacts | None = None,
+        stop: threading.Event | None = None,
     ) -> Iterator[ReplyPiece]:
         """Pieces of the reply to ``prompt`` (from :meth:`ChatFormat.prompt`). These models
         are offered no tools: ``calls`` and ``facts`` change nothing."""
@@ -109,6 +111,7 @@ class OpenWeightsDecoder(EagerDenoising):
             size=self.block_size,
             sub_block=self.sub_block,
             options=self.options,
+            stop=stop,
             clock=self.clock,
             stats=stats,
             emitter=WordEmitter(self.chat.tokenizer, self.clock),

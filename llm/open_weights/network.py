@@ -153,6 +153,7 @@ class QwenForCausalLM(nn.Module):
         cache: KeyValueStore | None = None,
         keep: int | None = None,
         last: int | None = None,
+        rows: torch.Tensor | None = None,
     ) -> torch.Tensor:
         """Logits ``[batch, tokens, vocab]`` for ``ids`` at ``positions`` (both ``[batch,
         tokens]``), or of the ``last`` positions only: the output head is the largest matmul
@@ -167,7 +168,11 @@ class QwenForCausalLM(nn.Module):
         keep = ids.shape[1] if keep is None else keep
         for index, layer in enumerate(self.model.layers):
             x = layer(x, angles, allowed, cache, index, keep)
-        x = self.model.norm(x if last is None else x[:, x.shape[1] - last :])
+        if rows is not None:
+            x = x.index_select(1, rows)
+        elif last is not None:
+            x = x[:, x.shape[1] - last :]
+        x = self.model.norm(x)
         if self.lm_head is None:
             return functional.linear(x, self.model.embed_tokens.weight)
         out: torch.Tensor = self.lm_head(x)  # a module: it may be a CPU-packed one

@@ -51,7 +51,9 @@ class GGUFModel:
     """``general.name`` of the file."""
 
 
-def read_gguf(path: Path) -> GGUFModel:
+def read_gguf(path: Path, *, tensors: bool = True) -> GGUFModel:
+    """The model in ``path``; with ``tensors=False`` its shape, tokenizer and name only (what
+    running a built graph needs: no weight is dequantized)."""
     from gguf import GGUFReader  # imported here: only loading a model needs it
     from gguf.quants import dequantize
 
@@ -65,19 +67,19 @@ def read_gguf(path: Path) -> GGUFModel:
         raise PretrainedModelError(f"{path}: architecture {arch!r}; Cadence reads only llama")
     tied = all(tensor.name != "output.weight" for tensor in reader.tensors)
     shape = _shape(fields, path, tied)
-    tensors: dict[str, torch.Tensor] = {}
-    for tensor in reader.tensors:
+    weights: dict[str, torch.Tensor] = {}
+    for tensor in reader.tensors if tensors else ():
         values = dequantize(tensor.data, tensor.tensor_type)
         dims = [int(d) for d in reversed(tensor.shape)]  # GGUF lists the fastest axis first
         array = np.asarray(values, dtype=np.float32).reshape(dims)
         name, array = _renamed(tensor.name, array, shape)
-        tensors[name] = torch.from_numpy(np.array(array, dtype=np.float32, copy=True))
+        weights[name] = torch.from_numpy(np.array(array, dtype=np.float32, copy=True))
     tokenizer = build_tokenizer(
         fields["tokenizer.ggml.tokens"],
         fields["tokenizer.ggml.token_type"],
         fields["tokenizer.ggml.merges"],
     )
-    return GGUFModel(shape, tensors, tokenizer, str(fields.get("general.name", path.name)))
+    return GGUFModel(shape, weights, tokenizer, str(fields.get("general.name", path.name)))
 
 
 def _shape(fields: dict[str, Any], path: Path, tied: bool) -> QwenShape:

@@ -7,6 +7,7 @@ from cadence.pipeline.tools.keypad import Keypad
 from cadence.pipeline.tools.runner import ToolResult, ToolRunner
 from cadence.pipeline.tools.selection import ToolSelectionError, offered_tools
 from cadence.pipeline.tools.tool import (
+    AskTheCaller,
     InvalidArgumentsError,
     Tool,
     ToolDefinitionError,
@@ -15,6 +16,7 @@ from cadence.pipeline.tools.tool import (
 
 __all__ = [
     "BUILTIN_TOOLS",
+    "AskTheCaller",
     "InvalidArgumentsError",
     "Keypad",
     "Tool",

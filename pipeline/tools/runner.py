@@ -21,7 +21,7 @@ from cadence.llm.dialogue import ToolCall
 from cadence.llm.tools import ToolSpec
 from cadence.pipeline.frames import ToolOutcome
 from cadence.pipeline.tools.context import ToolContext
-from cadence.pipeline.tools.tool import InvalidArgumentsError, Tool
+from cadence.pipeline.tools.tool import AskTheCaller, InvalidArgumentsError, Tool
 
 logger = logging.getLogger(__name__)
 
@@ -123,6 +123,10 @@ class ToolRunner:
     ) -> ToolResult:
         if isinstance(done, str):
             return ToolResult(call, "ok", done, started_ms, self._clock.now_ms())
+        if isinstance(done, AskTheCaller):
+            logger.info("%s: tool %s asks the caller: %s", context.session_id, call.name, done)
+            content = json.dumps({"asked": done.question})
+            return ToolResult(call, "asked", content, started_ms, self._clock.now_ms())
         logger.warning("%s: tool %s failed: %r", context.session_id, call.name, done, exc_info=done)
         message = f"{type(done).__name__}: {done}"[:MAX_ERROR_CHARS]
         return self._error(call, "error", f"the tool failed ({message})", started_ms)

@@ -20,6 +20,12 @@ descriptions can call too. The data is a catalogue built from the corpora's own 
   (:mod:`cadence.pipeline.tools.grounding`): a city, cuisine, date, time or count the model
   wrote that the caller never said gives way to the one they did say ("next Tuesday" read as
   ``2019-03-05``), and an empty name to the one the last search returned.
+* A slot **the caller never gave is asked for, not filled**: a required one the model left
+  out (or named as another version of the service does: ``city_of_event``, ignored) is taken
+  from the conversation if the caller said it, and otherwise the call does not run — the
+  reply asks for it (``AskTheCaller``: "How many seats, and which ride type: Pool, Regular or
+  Luxury?"); a required value nobody said and no service returned is asked for the same
+  way, and an optional one is left out.
 
 The corpus's world is fixed in time: its "today" is 2019-03-01, and its dates and results
 follow from it.
@@ -32,18 +38,18 @@ import gzip
 import json
 import logging
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from importlib import resources
 from pathlib import Path
 from typing import Annotated, Any
 
-from pydantic import Field
+from pydantic import ConfigDict, Field, create_model
 
 from cadence.llm.dialogue import Turn
 from cadence.llm.spoken_values import SGD_TODAY
 from cadence.pipeline.tools.context import ToolContext
 from cadence.pipeline.tools.grounding import GroundedCall, SlotKind, ground_call, slot_kind
-from cadence.pipeline.tools.tool import Tool, tool_from_fields
+from cadence.pipeline.tools.tool import AskTheCaller, Tool, tool_from_fields
 
 logger = logging.getLogger(__name__)
 
@@ -224,7 +230,9 @@ def _method_tool(method: ServiceMethod, catalogue: SGDCatalogue) -> Tool:
         )
         fields[slot] = (Annotated[str, described], method.optional.get(slot, ...))
 
-    async def run(context: ToolContext, **arguments: str) -> dict[str, Any]:
+    async def run(context: ToolContext, **given: str | None) -> dict[str, Any]:
+        arguments = {slot: value for slot, value in given.items() if value is not None}
+        arguments |= {slot: "" for slot in method.required if not arguments.get(slot)}
         grounded = catalogue.ground(method, arguments, context.conversation)
         if grounded.replaced or grounded.ungrounded:
             logger.info(
@@ -234,11 +242,16 @@ def _method_tool(method: ServiceMethod, catalogue: SGDCatalogue) -> Tool:
                 ", ".join(f"{k} {a!r} -> {b!r}" for k, (a, b) in grounded.replaced.items()),
                 ", ".join(grounded.ungrounded) or "none",
             )
+        unknown = set(grounded.ungrounded)
+        missing = [s for s in method.required if s in unknown or not grounded.arguments[s]]
+        if missing:
+            raise AskTheCaller(question(missing, method.slot_values))
+        kept = {k: v for k, v in grounded.arguments.items() if k not in unknown}
         if method.transactional:
-            return catalogue.transact(method, grounded.arguments)
-        return catalogue.search(method, grounded.arguments)
+            return catalogue.transact(method, kept)
+        return catalogue.search(method, kept)
 
-    return tool_from_fields(
+    strict = tool_from_fields(
         run,
         method.name,
         f"{method.description} ({method.service}).",
@@ -246,6 +259,35 @@ def _method_tool(method: ServiceMethod, catalogue: SGDCatalogue) -> Tool:
         "context",
         read_only=not method.transactional,
     )
+    # The schema offered says what is required; the call is read leniently (a slot left out
+    # is asked for, one of another version's name ignored), so that the caller is asked
+    # rather than the model told "invalid arguments", which it was never trained to read.
+    given: dict[str, Any] = {slot: (str | None, None) for slot in method.required}
+    given |= {slot: (str | None, default) for slot, default in method.optional.items()}
+    lenient = create_model(f"{method.name}_given", __config__=ConfigDict(extra="ignore"), **given)
+    return replace(strict, arguments=lenient)
+
+
+def question(slots: Sequence[str], values: dict[str, tuple[str, ...]]) -> str:
+    """One question for ``slots``, in the order given: "How many seats, and which ride type:
+    Pool, Regular or Luxury?" (a schema's few values are offered)."""
+    asked = [_asking(slot, values.get(slot, ())) for slot in slots]
+    joined = asked[0] if len(asked) == 1 else ", ".join(asked[:-1]) + ", and " + asked[-1]
+    return joined[0].upper() + joined[1:] + "?"
+
+
+def _asking(slot: str, values: Sequence[str]) -> str:
+    words = slot.split("_")
+    if words[:2] == ["number", "of"]:
+        return "how many " + " ".join(words[2:])
+    if slot in ("party_size", "travelers", "passengers", "group_size"):
+        return "for how many people"
+    named = " ".join(w for w in words if w != "name") or slot
+    if "time" in words:
+        return f"at what {named}" if named != "time" else "at what time"
+    if 1 < len(values) <= 4 and not all(v.isdigit() for v in values):
+        return f"which {named}: {', '.join(values[:-1])} or {values[-1]}"
+    return f"which {named}"
 
 
 def _norm(value: object) -> str:

@@ -43,6 +43,16 @@ class ToolDefinitionError(TypeError):
     """A function that cannot be a tool (not async, a parameter without a type, a bad name)."""
 
 
+class AskTheCaller(Exception):  # noqa: N818 (not an error: what the reply says next)
+    """Raised by a tool whose call needs what only the caller can say (a required argument
+    nobody gave): the reply asks ``question`` instead of going back to the model, and the
+    call waits for the answer (docs/tools.md, "A call the caller must complete")."""
+
+    def __init__(self, question: str) -> None:
+        super().__init__(question)
+        self.question = question
+
+
 class InvalidArgumentsError(ValueError):
     """The model's arguments for a call are not JSON, or not what the tool's parameters take;
     the message says what, in words the model can correct."""

@@ -157,11 +157,12 @@ async def answered_call(
     session_id: str,
     *,
     observers: Sequence[FrameObserver] = (),
-    tools: Sequence[Tool] = (),
+    tools: Sequence[Tool] | None = None,
     tail_ms: float = TAIL_MS,
     poll_ms: float = POLL_MS,
 ) -> AsyncIterator[AnsweredCall]:
-    """A session of its own, in process at 16 kHz (offering ``tools``), in which the caller has
+    """A session of its own, in process at 16 kHz (offering ``tools``, else the
+    configuration's), in which the caller has
     said ``audio`` after ``LEAD_MS`` of silence, then stayed silent at least ``tail_ms`` and
     until a reply was heard after the true end of speech (``MAX_REPLY_WAIT_MS`` at most);
     cancelled on exit."""

@@ -15,8 +15,9 @@ reports an error or goes quiet for ``faults.llm_timeout_ms`` ends the reply ther
 from __future__ import annotations
 
 import asyncio
+import json
 import logging
-from collections.abc import Coroutine
+from collections.abc import Coroutine, Sequence
 from contextlib import aclosing
 from typing import Any
 
@@ -31,6 +32,7 @@ from cadence.pipeline.stages._time_limits import arriving_within
 from cadence.pipeline.stages.turn.reply import Reply, Round, as_sent
 from cadence.pipeline.stages.turn.speaker import Speaker
 from cadence.pipeline.stages.turn.tool_rounds import ToolRounds
+from cadence.pipeline.tools import ToolResult
 from cadence.voice.tts import PhraseSplitter
 
 logger = logging.getLogger(__name__)
@@ -93,6 +95,10 @@ class Generation:
                 conversation += [Turn("tool", r.content, tool_call_id=r.call.id) for r in results]
                 if reply.goodbye:
                     break  # the goodbye is what was said with the call (or tools.goodbye)
+                if questions := asked_questions(results):
+                    # The call needs the caller's word: the reply is the question.
+                    await self._speaker.speak(reply, questions, self._clock.now_ms())
+                    break
         except Exception as exc:  # the generator failed, or went quiet past its limit
             reply.error = (
                 f"no reply text for {limit_ms:g} ms"
@@ -156,3 +162,8 @@ class Generation:
         finally:
             waiting.cancel()
             timer.cancel()
+
+
+def asked_questions(results: Sequence[ToolResult]) -> str:
+    """What the calls that need the caller's word ask (``AskTheCaller``), as one utterance."""
+    return " ".join(json.loads(r.content)["asked"] for r in results if r.outcome == "asked")

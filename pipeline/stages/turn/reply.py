@@ -234,11 +234,13 @@ class Reply:
 
     def add_words(self, text: str) -> None:
         """Add ``text`` to the current round and to the words as spoken (a round's first
-        words are set apart from the last round's)."""
+        words are set apart from the last round's, and words after a finished sentence — a
+        filler's — from it)."""
         if not self.rounds:
             self.rounds.append(Round())
         round_ = self.rounds[-1]
-        apart = self.text and not round_.text and not self.text[-1].isspace()
+        after = not round_.text or self.text.endswith((".", "?", "!"))
+        apart = self.text and after and not self.text[-1].isspace()
         spoken = " " + text if apart and not text[0].isspace() else text
         round_.text += text
         self.text += spoken
