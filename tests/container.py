@@ -12,10 +12,22 @@ started here") explains.
 * **The sandbox's limits**: podman's default ``ulimit``s are above what a process here may
   raise (no ``CAP_SYS_RESOURCE``), so explicit ones are given; and crun refuses the hybrid
   cgroup layout here, so the runtime is runc.
+* **The Deployment played** (``podman kube play``, Debian's podman 4.3): what that podman does
+  not read of the manifests is given to it the way it can take it — the Secret as a podman
+  secret of the same name (a JSON object of base64 values: 4.3 stores a ``kind: Secret``
+  document but cannot read it back), the pod's grace period
+  (``terminationGracePeriodSeconds``, which 4.3 ignores: its stop timeout stays 10 s) as
+  ``engine.stop_timeout`` of a ``containers.conf``, with the ulimits as its
+  ``default_ulimits`` (``kube play`` has no ``--ulimit``). The manifests themselves change
+  only where one machine differs from a cluster: the image built here, one replica (each
+  replica is a pod on the one host, and two cannot hold one host port), and a ``hostPort``
+  on the loopback address to reach it (:func:`played_manifests`).
 """
 
 from __future__ import annotations
 
+import base64
+import json
 import os
 import re
 import shutil
@@ -24,6 +36,7 @@ import sys
 import time
 from pathlib import Path
 
+import yaml
 from prerequisites import requires
 
 PODMAN = shutil.which("podman")
@@ -48,10 +61,12 @@ ULIMITS = ["--ulimit", "nofile=20000:20000", "--ulimit", "nproc=32768:32768"]
 4194304 processes, are refused: "setrlimit RLIMIT_NOFILE: Operation not permitted")."""
 
 
-def podman(*args: str, timeout_s: float = 60, check: bool = True) -> str:
+def podman(
+    *args: str, timeout_s: float = 60, check: bool = True, env: dict[str, str] | None = None
+) -> str:
     assert PODMAN is not None
     done = subprocess.run(
-        [PODMAN, *args], capture_output=True, text=True, timeout=timeout_s, check=False
+        [PODMAN, *args], capture_output=True, text=True, timeout=timeout_s, check=False, env=env
     )
     if check and done.returncode != 0:
         raise RuntimeError(f"podman {' '.join(args[:2])} failed: {done.stderr[-3000:]}")
@@ -159,3 +174,44 @@ def _build(workdir: Path, log: Path, target: list[str], timeout_s: float) -> Non
         subprocess.run(
             [PODMAN, *args], stdout=output, stderr=subprocess.STDOUT, timeout=timeout_s, check=True
         )
+
+
+def played_manifests(folder: Path, image: str, port: int) -> tuple[Path, int]:
+    """deploy/k8s's ConfigMap and Deployment as one file for ``podman kube play`` (changed only
+    as the module says: ``image``, one replica, ``127.0.0.1:port`` as the pod's host port), and
+    the Deployment's grace period."""
+    k8s = ROOT / "deploy" / "k8s"
+    configmap = yaml.safe_load((k8s / "configmap.yaml").read_text())
+    deployment = yaml.safe_load((k8s / "deployment.yaml").read_text())
+    deployment["spec"]["replicas"] = 1
+    pod = deployment["spec"]["template"]["spec"]
+    [container] = pod["containers"]
+    container["image"] = image
+    [http] = container["ports"]
+    http |= {"hostPort": port, "hostIP": "127.0.0.1"}
+    path = folder / "cadence-k8s.yaml"
+    path.write_text(yaml.safe_dump_all([configmap, deployment]))
+    return path, int(pod["terminationGracePeriodSeconds"])
+
+
+def podman_secret(name: str, values: dict[str, str], folder: Path) -> None:
+    """The Kubernetes Secret ``name`` with ``values``, as podman 4.3's ``kube play`` reads one
+    (see the module); one left by an earlier run is replaced."""
+    podman("secret", "rm", name, check=False)
+    path = folder / f"{name}.json"
+    encoded = {key: base64.b64encode(value.encode()).decode() for key, value in values.items()}
+    path.write_text(json.dumps(encoded))
+    path.chmod(0o600)
+    podman("secret", "create", name, str(path))
+    path.unlink()
+
+
+def kube_conf(folder: Path, grace_s: int) -> dict[str, str]:
+    """The environment for ``podman kube play`` with a ``containers.conf`` giving the pod's
+    grace period and this sandbox's ulimits (see the module)."""
+    limits = ", ".join(f'"{limit}"' for limit in ULIMITS[1::2])
+    conf = folder / "containers.conf"
+    conf.write_text(
+        f"[containers]\ndefault_ulimits = [{limits}]\n\n[engine]\nstop_timeout = {grace_s}\n"
+    )
+    return {**os.environ, "CONTAINERS_CONF": str(conf)}

@@ -8,20 +8,17 @@ training instead."""
 
 from __future__ import annotations
 
-import json
 import os
-from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
+from service_ledger import Ledger
 from turn_engine import engine_of
 
 from cadence.core.clock import MonotonicClock
 from cadence.llm.backends import create_generator
 from cadence.pipeline.config.loader import load_config
 from cadence.pipeline.frames import EndOfReplyFrame
-from cadence.pipeline.tools import Tool, offered_tools
-from cadence.pipeline.tools.context import ToolContext
+from cadence.pipeline.tools import offered_tools
 
 DEMO = Path(__file__).parents[1] / "configs" / "sgd-services.yaml"
 MAX_TURNS = 8
@@ -36,45 +33,6 @@ ANSWERS = (
     (("date", "when", "day"), "Today."),
 )
 BOOK = "That sounds good. Please book me a table there for two at 7 pm today."
-
-
-@dataclass
-class Ledger:
-    """Every service call the agent made, with its arguments and result."""
-
-    calls: list[tuple[str, dict[str, Any], dict[str, Any]]] = field(default_factory=list)
-
-    def spy(self, tool: Tool) -> Tool:
-        async def function(context: ToolContext, **arguments: Any) -> Any:
-            result = json.loads(await tool.call(arguments, context))
-            self.calls.append((tool.name, arguments, result))
-            return result
-
-        return Tool(
-            function,
-            tool.spec,
-            tool.arguments,
-            "context",
-            tool.cancellable,
-            tool.read_only,
-            tool.timeout_ms,
-        )
-
-    def found_names(self) -> set[str]:
-        return {
-            row["restaurant_name"]
-            for name, _, result in self.calls
-            if name == "FindRestaurants"
-            for row in result.get("results", [])
-        }
-
-    def booked(self) -> list[dict[str, Any]]:
-        return [
-            row
-            for name, _, result in self.calls
-            if name == "ReserveRestaurant"
-            for row in result.get("results", [])
-        ]
 
 
 def _answer(reply: str) -> str:

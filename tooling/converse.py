@@ -7,6 +7,7 @@ listens before speaking again.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 from cadence.core.clock import MonotonicClock
@@ -14,6 +15,7 @@ from cadence.llm import Turn
 from cadence.pipeline.config import CadenceConfig
 from cadence.pipeline.frames import EndOfReplyFrame, Frame
 from cadence.pipeline.session import VoiceSession
+from cadence.pipeline.tools import Tool
 from cadence.tooling.caller import SimulatedCaller
 from cadence.tooling.recording_output import RecordingAudioOutput
 from cadence.voice.audio import PCM16
@@ -44,14 +46,16 @@ async def converse(
     output_sample_rate: int = 16000,
     gap_ms: float = 700.0,
     max_reply_s: float = 15.0,
+    tools: Sequence[Tool] | None = None,
 ) -> Conversation:
-    """Speak each 16 kHz utterance in turn and wait for the agent's answer."""
+    """Speak each 16 kHz utterance in turn and wait for the agent's answer. The session
+    offers ``tools`` if given, else what the configuration's ``tools`` section names."""
     clock = MonotonicClock()
     output = RecordingAudioOutput(clock)
     heard = _RepliesHeard()
     session = VoiceSession(
         config, output, session_id="converse", output_sample_rate=output_sample_rate,
-        clock=clock, observers=[heard],
+        clock=clock, observers=[heard], tools=tools,
     )  # fmt: skip
     await session.start()
     caller = SimulatedCaller(session)

@@ -242,7 +242,7 @@ class Reply:
         after = not round_.text or self.text.endswith((".", "?", "!"))
         apart = self.text and after and not self.text[-1].isspace()
         spoken = " " + text if apart and not text[0].isspace() else text
-        round_.text += text
+        round_.text += spoken if round_.text else text
         self.text += spoken
 
     def take_unsent(self) -> str:
