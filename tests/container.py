@@ -176,6 +176,15 @@ def _build(workdir: Path, log: Path, target: list[str], timeout_s: float) -> Non
         )
 
 
+def podman_logs(container: str) -> str:
+    """What ``container`` printed, both streams (the server logs to standard error)."""
+    assert PODMAN is not None
+    done = subprocess.run(
+        [PODMAN, "logs", container], capture_output=True, text=True, timeout=60, check=False
+    )
+    return done.stdout + done.stderr
+
+
 def played_manifests(folder: Path, image: str, port: int) -> tuple[Path, int]:
     """deploy/k8s's ConfigMap and Deployment as one file for ``podman kube play`` (changed only
     as the module says: ``image``, one replica, ``127.0.0.1:port`` as the pod's host port), and

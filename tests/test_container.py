@@ -39,6 +39,7 @@ from container import (
     needs_podman,
     played_manifests,
     podman,
+    podman_logs,
     podman_secret,
 )
 from speech_data import clip
@@ -79,7 +80,7 @@ async def wait_for_health(port: int, container: str) -> dict[str, object]:
     while (health := await asyncio.to_thread(healthz, port)) is None:
         state = podman("inspect", "--format", "{{.State.Status}}", container).strip()
         if state != "running":
-            raise AssertionError(f"the container is {state}: {podman('logs', container)[-3000:]}")
+            raise AssertionError(f"the container is {state}: {podman_logs(container)[-3000:]}")
         if time.monotonic() > deadline:
             raise AssertionError(f"no /healthz within {START_TIMEOUT_S} s")
         await asyncio.sleep(0.5)
@@ -179,7 +180,7 @@ async def test_the_image_answers_healthz_and_a_twilio_call(image: str, tmp_path:
         # SIGTERM: the server drains (no call left) and exits 0.
         podman("stop", "--time", "60", name, timeout_s=90, check=False)
         exit_code = podman("inspect", "--format", "{{.State.ExitCode}}", name, check=False)
-        logs = podman("logs", name, check=False)
+        logs = podman_logs(name)
         podman("rm", "--force", name, check=False)
     assert exit_code.strip() == "0", logs[-3000:]
 
@@ -230,7 +231,7 @@ async def test_the_deployment_played_answers_its_probes_a_call_and_drains(
         # Always, podman starts it again (a kubelet would not: it knows the pod is going).
         await until(lambda: restarts(container)[0] == 1, "the drained server's exit", grace_s)
         assert restarts(container) == (1, "0")
-        logs = podman("logs", container)
+        logs = podman_logs(container)
     finally:
         if phone is not None:
             await hang_up_phone(phone)
