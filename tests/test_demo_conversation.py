@@ -11,19 +11,11 @@ to fill them."""
 
 from __future__ import annotations
 
-import re
-from pathlib import Path
-
-import numpy as np
+from demo_caller import call_words, demo_config, spoken
 from service_ledger import Ledger
 
-from cadence.pipeline.config.loader import load_config
-from cadence.pipeline.model_loading import load_tts
-from cadence.pipeline.tools import Tool, offered_tools
+from cadence.pipeline.tools import offered_tools
 from cadence.tooling.converse import converse
-from cadence.voice.audio import PCM16, resample
-
-DEMO = Path(__file__).parents[1] / "configs" / "sgd-services.yaml"
 
 CALLER = (
     "I wanted to find a restaurant in San Jose.",
@@ -32,33 +24,8 @@ CALLER = (
 )
 
 
-def spoken(texts: tuple[str, ...]) -> list[PCM16]:
-    """``texts`` in the demo's voice, at 16 kHz."""
-    config = load_config(DEMO)
-    synthesizer = load_tts(config.models.tts, config.threads)
-    return [
-        resample(
-            np.concatenate(list(synthesizer.synthesize_blocking(text))),
-            synthesizer.sample_rate,
-            16000,
-        )
-        for text in texts
-    ]
-
-
-def call_words(tools: list[Tool]) -> re.Pattern[str]:
-    """A tool's name, or one of its parameters written as a call writes it (``city:``,
-    ``party size:``): what no line the caller hears may hold."""
-    words = {tool.name for tool in tools} | {
-        " ".join(parameter.split("_")) + ":"
-        for tool in tools
-        for parameter in tool.spec.parameters.get("properties", {})
-    }
-    return re.compile("|".join(rf"\b{re.escape(word)}" for word in sorted(words)), re.I)
-
-
 async def test_the_demo_finds_where_the_caller_said_and_never_speaks_a_call_or_a_gap() -> None:
-    config = load_config(DEMO)
+    config = demo_config()
     ledger = Ledger()
     tools = [ledger.spy(tool) for tool in offered_tools([], config.tools)]
     conversation = await converse(spoken(CALLER), config, tools=tools)

@@ -11,7 +11,9 @@ understanding would. For each argument, in this order:
 1. ``dontcare``, a flag (``True``/``False``) and a value the conversation holds — said by the
    caller in those words, returned by a service, or read from the caller's words as the
    service writes it (:func:`read_spoken_values`: "next Tuesday" is ``2019-03-05``) — stand;
-   but not a piece of a longer candidate ("San" when the caller said "San Jose").
+   but not a piece of a longer candidate ("San" when the caller said "San Jose"), and of a
+   date, time or count only the latest said or returned: a caller who asks for tickets "on
+   March 5th" after the search offered an event on the 14th is not booked for the 14th.
 2. Otherwise the slot's **candidates** in the conversation are the values of that slot the
    caller said (a date, a time or a count read from their words; a value of the slot's schema
    or of the service's catalogue, "San Jose", "American", named in their words) and, for a
@@ -112,6 +114,8 @@ def ground_call(
             if normalise(c) not in others
         ]
         named = {normalise(c) for c in candidates}
+        if kind.spoken is not None and candidates:
+            named = {normalise(candidates[-1])}  # a date, time or count: the latest one said
         fragment = any(f" {wanted} " in f" {c} " and wanted != c for c in named)
         if wanted and (
             wanted in named

@@ -23,8 +23,8 @@ descriptions can call too. The data is a catalogue built from the corpora's own 
 * A slot **the caller never gave is asked for, not filled**: a required one the model left
   out (or named as another version of the service does: ``city_of_event``, ignored) is taken
   from the conversation if the caller said it, and otherwise the call does not run — the
-  reply asks for it (``AskTheCaller``: "How many seats, and which ride type: Pool, Regular or
-  Luxury?"); a required value nobody said and no service returned is asked for the same
+  reply asks for it (``AskTheCaller``: "How many seats, and which ride type would you like,
+  Pool, Regular or Luxury?"); a required value nobody said and no service returned is asked for the same
   way, and an optional one is left out.
 
 The corpus's world is fixed in time: its "today" is 2019-03-01, and its dates and results
@@ -269,8 +269,9 @@ def _method_tool(method: ServiceMethod, catalogue: SGDCatalogue) -> Tool:
 
 
 def question(slots: Sequence[str], values: dict[str, tuple[str, ...]]) -> str:
-    """One question for ``slots``, in the order given: "How many seats, and which ride type:
-    Pool, Regular or Luxury?" (a schema's few values are offered)."""
+    """One question for ``slots``, in the order given: "How many seats, and which ride type
+    would you like, Pool, Regular or Luxury?" (a schema's few values are offered; never
+    ``ride type:``, which reads as a call)."""
     asked = [_asking(slot, values.get(slot, ())) for slot in slots]
     joined = asked[0] if len(asked) == 1 else ", ".join(asked[:-1]) + ", and " + asked[-1]
     return joined[0].upper() + joined[1:] + "?"
@@ -286,7 +287,7 @@ def _asking(slot: str, values: Sequence[str]) -> str:
     if "time" in words:
         return f"at what {named}" if named != "time" else "at what time"
     if 1 < len(values) <= 4 and not all(v.isdigit() for v in values):
-        return f"which {named}: {', '.join(values[:-1])} or {values[-1]}"
+        return f"which {named} would you like, {', '.join(values[:-1])} or {values[-1]}"
     return f"which {named}"
 
 
