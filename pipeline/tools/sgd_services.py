@@ -24,8 +24,8 @@ descriptions can call too. The data is a catalogue built from the corpora's own 
   out (or named as another version of the service does: ``city_of_event``, ignored) is taken
   from the conversation if the caller said it, and otherwise the call does not run — the
   reply asks for it (``AskTheCaller``: "How many seats, and which ride type would you like,
-  Pool, Regular or Luxury?"); a required value nobody said and no service returned is asked for the same
-  way, and an optional one is left out.
+  Pool, Regular or Luxury?"); a required value nobody said and no service returned is asked
+  for the same way, and an optional one is left out.
 
 The corpus's world is fixed in time: its "today" is 2019-03-01, and its dates and results
 follow from it.
