@@ -13,13 +13,12 @@ has a model that learned them — at a method's name written as calls are
 read with :func:`cadence.llm.tool_text.parse_call`; a call that parses, of a tool offered
 with ``tool_choice: auto``, ends the reply as if the model had made it, and anything else
 (a tool not offered, no field that parses, ``tool_choice: none``) is dropped with a warning.
-A preposition or article left dangling before the call ("In", "with") goes with it.
 
 Pieces end at word boundaries in every backend (the decoders' ``WordEmitter``, the remote
 ``WordBuffer``), so a call's start is never split across two pieces but at the reply's very
-end, which is held like the rest; the dangling word before it is held one piece. The words
-before are spoken as they were; a method's name is an identifier no caller hears in a
-sentence, so a reply loses nothing else.
+end, which is held like the rest; a CamelCase word waits for the next piece, which says
+whether a field follows it. The words before are spoken as they were; a method's name is an
+identifier no caller hears in a sentence, so a reply loses nothing else.
 """
 
 from __future__ import annotations
@@ -46,42 +45,15 @@ _WRITTEN_CALL = _METHOD + r"(?= [a-z][a-z ]*:)"
 (``GetRide destination: …``). "McDonald's" has no field after it; "Please confirm:" is no
 identifier."""
 _CAMEL = re.compile(_METHOD)
-_DANGLING = frozenset(
-    {
-        "a",
-        "an",
-        "the",
-        "at",
-        "in",
-        "on",
-        "to",
-        "for",
-        "with",
-        "from",
-        "of",
-        "by",
-        "about",
-        "into",
-        "via",
-        "using",
-        "through",
-    }
-)
-"""Words that say nothing before a call written as words ("In FindRestaurants …")."""
 
 
-def _split_dangling(text: str) -> tuple[str, str]:
-    """``text`` less the words at its end that a call may yet follow or start at — a dangling
-    preposition, a CamelCase word whose field has not come yet — and those words (with their
-    space); the text whole and ``""`` otherwise."""
-    head, tail = text, ""
-    for _ in range(2):
-        rest, space, last = head.rpartition(" ")
-        camel = _CAMEL.fullmatch(last) is not None
-        if not (last.lower() in _DANGLING or (camel and not tail)):
-            break
-        head, tail = rest, space + last + tail
-    return head, tail
+def _split_held(text: str) -> tuple[str, str]:
+    """``text`` less a CamelCase word at its end — a call may start there, its field still to
+    come — and that word (with its space); the text whole and ``""`` otherwise."""
+    head, space, last = text.rpartition(" ")
+    if _CAMEL.fullmatch(last) is None:
+        return text, ""
+    return head, space + last
 
 
 class SpokenCallGuard:
@@ -99,8 +71,8 @@ class SpokenCallGuard:
         self._last_ms = 0.0
         self._held: str | None = None
         """The reply's text from the first call's start on (``None``: none seen yet)."""
-        self._dangling = ""
-        """The reply's last word when it may be a preposition left before a call."""
+        self._tail = ""
+        """The reply's last word while a call may start at it (CamelCase, no field yet)."""
 
     def feed(self, piece: ReplyPiece) -> ReplyPiece | None:
         """``piece`` with its words from a tool's name on held back; ``None`` when nothing is
@@ -112,6 +84,7 @@ class SpokenCallGuard:
         text = self._say(piece.text)
         if piece.error is None and not piece.tool_calls:
             return ReplyPiece(text, piece.at_ms) if text else None
+        text, self._tail = text + self._tail, ""  # the last piece: nothing waits after it
         calls = (*self._calls(), *piece.tool_calls)
         return ReplyPiece(text, piece.at_ms, error=piece.error, tool_calls=calls)
 
@@ -120,25 +93,22 @@ class SpokenCallGuard:
         (stamped with that piece's time) if the reply had no piece of calls or error of its
         own that took them, or the word held back at its end."""
         calls = self._calls()
-        dangling, self._dangling = self._dangling, ""
-        if calls or dangling:
-            return ReplyPiece(dangling, self._last_ms, tool_calls=calls)
+        tail, self._tail = self._tail, ""
+        if calls or tail:
+            return ReplyPiece(tail, self._last_ms, tool_calls=calls)
         return None
 
     def _say(self, text: str) -> str:
         if self._held is not None:
             self._held += text
             return ""
-        text, self._dangling = self._dangling + text, ""
+        text, self._tail = self._tail + text, ""
         found = self._name.search(text)
         if found is None:
-            said, self._dangling = _split_dangling(text)
+            said, self._tail = _split_held(text)
             return said
         self._held = text[found.start() :]
-        said, dropped = _split_dangling(text[: found.start()].rstrip())
-        if dropped.strip():
-            logger.info("dropped %r before a call written as words", dropped.strip())
-        return said
+        return text[: found.start()].rstrip()
 
     def _calls(self) -> tuple[ToolCall, ...]:
         if self._held is None:

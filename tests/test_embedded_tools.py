@@ -29,7 +29,7 @@ from cadence.llm.spoken_values import said_values
 from cadence.llm.tool_text import ToolTextError, call_text, parse_call, result_text
 from cadence.llm.tools import ToolSpec
 from cadence.pipeline.config import ToolsConfig
-from cadence.pipeline.tools import BUILTIN_TOOLS, ToolSelectionError, offered_tools
+from cadence.pipeline.tools import BUILTIN_TOOLS, AskTheCaller, ToolSelectionError, offered_tools
 from cadence.pipeline.tools.context import ToolContext
 from cadence.pipeline.tools.keypad import Keypad
 from cadence.pipeline.tools.sgd_services import SGDCatalogue, packaged_catalogue, sgd_service_tools
@@ -431,8 +431,9 @@ def test_a_checkpoint_grows_two_tokens_for_a_corpus_with_calls(
 # ---------------------------------------------------------------------- the offline services
 
 
-NO_CONVERSATION = ToolContext("call-1", 0, Keypad(), (), lambda why: None)
-"""A call's context with nothing said yet: the arguments are run as written."""
+def said(words: str) -> ToolContext:
+    """A call's context in which the caller has said ``words``."""
+    return ToolContext("call-1", 0, Keypad(), (Turn("user", words),), lambda why: None)
 
 
 def _sample_catalogue(tmp_path: Path) -> SGDCatalogue:
@@ -459,7 +460,8 @@ def test_a_search_returns_the_corpus_rows_that_match_its_arguments(tmp_path: Pat
     tools = {t.name: t for t in sgd_service_tools(["Restaurants_1"], catalogue)}
     find = tools["FindRestaurants"]
     arguments = find.validate('{"city": "san  jose", "cuisine": "american"}')
-    found = json.loads(asyncio.run(find.call(arguments, NO_CONVERSATION)))
+    asked = said("American food in San Jose, please.")
+    found = json.loads(asyncio.run(find.call(arguments, asked)))
     unique = {json.dumps(r, sort_keys=True): r for r in expected if r["cuisine"] == "American"}
     assert found["n_results"] == len(unique)
     assert found["results"] == list(unique.values())[:5]
@@ -475,17 +477,23 @@ def test_a_booking_confirms_with_the_details_of_what_it_names(tmp_path: Path) ->
     arguments = reserve.validate(
         '{"restaurant_name": "71 Saint Peter", "city": "San Jose", "time": "19:00"}'
     )
-    [row] = json.loads(asyncio.run(reserve.call(arguments, NO_CONVERSATION)))["results"]
+    asked = said("A table at 71 Saint Peter in San Jose at 7 in the evening.")
+    [row] = json.loads(asyncio.run(reserve.call(arguments, asked)))["results"]
     assert row["restaurant_name"] == "71 Saint Peter"
     assert row["time"] == "19:00"
     assert row["street_address"] == "71 North San Pedro Street"  # from the corpus's rows
     assert row["party_size"] == "2"  # the schema's default
-    made_up = reserve.validate('{"restaurant_name": "Bi", "city": "San Jose", "time": "19:00"}')
-    refused = json.loads(asyncio.run(reserve.call(made_up, NO_CONVERSATION)))
+    # A name the caller said that the catalogue lacks: no rows, as the corpus's services did.
+    unknown = reserve.validate('{"restaurant_name": "Bi", "city": "San Jose", "time": "19:00"}')
+    refused = json.loads(asyncio.run(reserve.call(unknown, said("Book Bi in San Jose at 7 pm."))))
     assert refused == {"n_results": 0, "results": []}
-    nameless = reserve.validate('{"restaurant_name": " ", "city": "San Jose", "time": "19:00"}')
-    refused = json.loads(asyncio.run(reserve.call(nameless, NO_CONVERSATION)))
-    assert refused == {"n_results": 0, "results": []}
+    # One nobody said, or none at all: the caller is asked for it, nothing is run.
+    for name in ("Bi", " "):
+        made_up = reserve.validate(
+            json.dumps({"restaurant_name": name, "city": "San Jose", "time": "19:00"})
+        )
+        with pytest.raises(AskTheCaller, match="Which restaurant"):
+            asyncio.run(reserve.call(made_up, said("A table in San Jose at 7 pm, please.")))
 
 
 def test_the_configuration_names_the_services_offered() -> None:

@@ -430,7 +430,7 @@ def test_tool_calls_are_reported_over_the_turns_that_made_them(tmp_path: Path) -
     tools = summary.tools
     assert tools.turns == 4
     assert tools.calls == {
-        "ok": 3, "error": 1, "timeout": 1, "invalid_arguments": 0, "unknown_tool": 0,
+        "ok": 3, "asked": 0, "error": 1, "timeout": 1, "invalid_arguments": 0, "unknown_tool": 0,
         "cancelled": 1, "left_running": 0,
     }  # fmt: skip
     assert (tools.time_ms.count, tools.time_ms.p50, tools.time_ms.max) == (4, 250.0, 400.0)
