@@ -127,9 +127,9 @@ Precision = Literal["auto", "int8", "fp32", "bf16"]
 def load_adapted(name: str, device: torch.device, precision: Precision = "auto") -> AdaptedModel:
     """The adapter ``name`` merged into SmolLM2 on ``device``, once per process and
     precision. ``int8`` (on a CPU): the merged network's int8 graph on onnxruntime
-    (``llm/engine/``: a decode step 16 ms against bf16's 43 on the dev CPU), built once and
-    cached; ``bf16``: on a CPU packed for oneDNN (``llm/pretrained/cpu_linear.py``); ``fp32``:
-    float32 (the tests' references). ``auto``: ``int8`` on a CPU, ``bf16`` on a GPU."""
+    (``llm/engine/``: a decode step 28 ms against float32's 42 on the AVX2 dev CPU), built
+    once and cached; ``bf16``: on a CPU packed for oneDNN (``llm/pretrained/cpu_linear.py``);
+    ``fp32``: float32 (the tests' references). ``auto``: ``int8`` on a CPU, ``bf16`` on a GPU."""
     path = adapter_path(name)
     if precision == "auto":
         precision = "int8" if device.type == "cpu" else "bf16"

@@ -63,9 +63,10 @@ class LLMOptions(Options):
     when there is one."""
     precision: Literal["auto", "int8", "bf16", "fp32"] = "auto"
     """For a SmolLM2 adapter: `int8` = the merged network's int8 graph on onnxruntime, built
-    once into the cache folder (a decode step 16 ms on two cores, against 43 ms for `bf16`,
-    weights packed for oneDNN, and 61 ms for `fp32`; docs/llm.md); `auto` = `int8` on the CPU,
-    `bf16` on a GPU."""
+    once into the cache folder (a decode step 28 ms against 42 ms in float32 on a 2-core AVX2
+    CPU, one thread; docs/llm.md, "The engine"); `bf16` = weights packed for oneDNN (CPUs with
+    AVX-512 BF16); `fp32` = the PyTorch network as trained; `auto` = `int8` on the CPU, `bf16`
+    on a GPU."""
     block_size: int = Field(8, ge=1)
     """Tokens denoised together; attention is bidirectional inside a block."""
     confidence_threshold: float = Field(0.7, gt=0.0, le=1.0)

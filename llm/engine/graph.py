@@ -19,10 +19,11 @@ RMSNorm written out (opset 17 has no operator for it) and a key/value store that
 presents instead of keeping them. Then every MatMul's weights become int8 in blocks of 32
 with a scale each (onnxruntime's ``MatMulNBits``), computed in int8 with each position's
 activations quantized on their own. Chosen by measurement (docs/llm.md, "The engine"):
-onnxruntime's *dynamic* int8, one activation scale per call, was faster (a decode step 16 ms
-against 24) but wrote the corpus agent's call exactly in 20 of 149 turns where float32 wrote
-it in 33 or more — and its answers changed with how a prompt was split between cache and new
-tokens, since the scale depends on the whole batch.
+onnxruntime's *dynamic* int8, one activation scale per call, was as fast on a decode step
+(27.5 ms against 27.9, faster on blocks and prefill) but wrote the corpus agent's call exactly
+in 20 of 149 turns where float32 wrote it in 35 and this one in 33 — and its answers changed
+with how a prompt was split between cache and new tokens, since the scale depends on the
+whole batch.
 """
 
 from __future__ import annotations
