@@ -50,13 +50,18 @@ class OpenAIOptions(Options):
 
 
 class LLMOptions(Options):
-    backend: Literal["dllm", "ar", "openai"] = "dllm"
-    """`dllm` = block-diffusion generator; `ar` = autoregressive baseline; `openai` =
-    OpenAI-compatible streaming service (see `openai`)."""
-    checkpoint: str = "embedded:dllm"
-    """`embedded:dllm` / `embedded:ar` (shipped with Cadence), a checkpoint file, or the
-    directory of an open-weight block-diffusion model, Fast-dLLM v2 or SDAR (told apart by its
-    `config.json`; see configs/fast-dllm-v2.yaml and configs/sdar.yaml)."""
+    backend: Literal["dllm", "ar", "openai"] = "ar"
+    """`ar` = autoregressive decoding; `dllm` = block diffusion (a diffusion adapter, or an
+    open-weight block-diffusion model); `openai` = OpenAI-compatible streaming service (see
+    `openai`). It must fit the checkpoint."""
+    checkpoint: str = "embedded:smollm2-ar"
+    """`embedded:smollm2-ar` = SmolLM2-135M-Instruct with the shipped autoregressive adapter
+    (tool calls, the SGD services' manners; the default: it won on `cadence eval-lm`,
+    docs/llm.md); `embedded:smollm2-dllm` = its block-diffusion twin (backend `dllm`; still
+    short of training); an adapter file (`.safetensors`); the directory of an open-weight
+    block-diffusion model, Fast-dLLM v2 or SDAR (told apart by its `config.json`; see
+    configs/fast-dllm-v2.yaml and configs/sdar.yaml); or the 5.9 M models trained from scratch,
+    `embedded:dllm` / `embedded:ar` (kept as the tests' small models)."""
     device: Literal["cpu", "cuda", "auto"] = "cpu"
     """Where the generator runs. On `cuda` the block-diffusion decode step uses the Triton
     kernels and replays one captured CUDA graph per step (docs/kernels.md); `auto` = `cuda`
@@ -68,7 +73,8 @@ class LLMOptions(Options):
     AVX-512 BF16); `fp32` = the PyTorch network as trained; `auto` = `int8` on the CPU, `bf16`
     on a GPU."""
     block_size: int = Field(8, ge=1)
-    """Tokens denoised together; attention is bidirectional inside a block."""
+    """Tokens denoised together by `embedded:dllm`; attention is bidirectional inside a block
+    (an adapter or open-weight model keeps the block size it was trained with)."""
     confidence_threshold: float = Field(0.7, gt=0.0, le=1.0)
     """Each denoising step commits every masked position at least this confident (τ). 0.7 was
     chosen on sgd_dev: the BLEU of 0.9 with 3.1 instead of 4.0 steps per block (docs/llm.md)."""

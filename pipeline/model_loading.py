@@ -11,8 +11,19 @@ from functools import cache
 import torch
 
 from cadence.core.priority import URGENT_WORK
+from cadence.llm.adapted import CONFIG_KEY as ADAPTER_KEY
+from cadence.llm.adapted import Precision, is_adapter, load_adapted
+from cadence.llm.checkpoint import CheckpointError
 from cadence.llm.engine import set_engine_threads
-from cadence.llm.pretrained import TurnEndModel, load_language_model, model_file
+from cadence.llm.pretrained import (
+    EMBEDDED,
+    LanguageModel,
+    PretrainedModelError,
+    TurnEndModel,
+    load_language_model,
+    model_file,
+)
+from cadence.llm.pretrained.gguf_weights import read_gguf
 from cadence.llm.pretrained.options import LanguageModelOptions
 from cadence.pipeline.config import (
     CadenceConfig,
@@ -92,7 +103,14 @@ def load_turn_end_model(options: LanguageModelOptions) -> TurnEndModel:
 
 
 @cache
-def _turn_end_model(name: str, precision: str) -> TurnEndModel:
+def _turn_end_model(name: str, precision: Precision) -> TurnEndModel:
+    if is_adapter(name):  # the reply model's own network: one model in memory for both
+        try:
+            adapted = load_adapted(name, torch.device("cpu"), precision)
+        except CheckpointError as exc:
+            raise PretrainedModelError(str(exc).replace(ADAPTER_KEY, "models.lm.model")) from exc
+        head = read_gguf(model_file(EMBEDDED, "models.lm.model"), tensors=False)
+        return TurnEndModel(LanguageModel(adapted.network, head.tokenizer, name))
     path = model_file(name, "models.lm.model")
     return TurnEndModel(load_language_model(path, precision))
 

@@ -245,3 +245,19 @@ def test_a_changed_input_names_another_graph(tmp_path: Path) -> None:
     before = graph_key(adapter)
     adapter.write_bytes(b"another adapter, retrained")
     assert graph_key(adapter) != before
+
+
+def test_a_damaged_end_of_turn_graph_fails_naming_its_key(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    from cadence.llm.engine.store import graph_key
+    from cadence.llm.pretrained import PretrainedModelError, load_language_model
+
+    monkeypatch.setenv("CADENCE_CACHE_DIR", str(tmp_path))
+    gguf = tmp_path / "copy.gguf"  # another path: the process's loaded model is not reused
+    gguf.write_bytes(model_file(EMBEDDED, "t").read_bytes())
+    graph = tmp_path / "engines" / f"smollm2-{graph_key(gguf)}.int8.onnx"
+    graph.parent.mkdir(parents=True)
+    graph.write_bytes(b"half a graph")
+    with pytest.raises(PretrainedModelError, match=r"models\.lm\.model: the int8 graph .* delete"):
+        load_language_model(gguf, "int8")

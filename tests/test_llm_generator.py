@@ -122,9 +122,11 @@ def test_a_checkpoint_that_does_not_fit_the_backend_is_refused() -> None:
 
 @pytest.mark.skipif(torch.cuda.is_available(), reason="checks the machine without CUDA")
 def test_the_device_is_chosen_by_config_and_a_missing_gpu_is_named() -> None:
+    small = {"backend": "dllm", "checkpoint": "embedded:dllm"}
     with pytest.raises(CheckpointError, match=r"models\.llm\.device: cuda, but torch sees no"):
-        load_local_generator(LLMOptions(device="cuda"))
-    generator = load_local_generator(LLMOptions(device="auto"))  # no CUDA here: the CPU path
+        load_local_generator(LLMOptions(device="cuda", **small))
+    # No CUDA here: the CPU path.
+    generator = load_local_generator(LLMOptions(device="auto", **small))
     assert isinstance(generator.decoder, BlockDiffusionDecoder)
     assert not isinstance(generator.decoder, GraphedBlockDiffusionDecoder)
 

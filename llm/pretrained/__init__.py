@@ -1,8 +1,8 @@
 """A pretrained language model in the runtime: SmolLM2-135M-Instruct from a pip wheel, read
 from its GGUF file into Cadence's own network, held once per process; each call keeps its
-conversation in a KV cache of its own. Today it decides when the caller has finished
-(:mod:`~cadence.llm.pretrained.turn_end`); the turn generators are to be built on it next.
-See docs/end-of-turn.md."""
+conversation in a KV cache of its own. It decides when the caller has finished
+(:mod:`~cadence.llm.pretrained.turn_end`); the reply is written by the same base with an
+adapter merged in (:mod:`cadence.llm.adapted`). See docs/end-of-turn.md."""
 
 from cadence.llm.pretrained.language_model import (
     ConversationCache,

