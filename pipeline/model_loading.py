@@ -16,6 +16,7 @@ from cadence.llm.adapted import Precision, is_adapter, load_adapted
 from cadence.llm.checkpoint import CheckpointError
 from cadence.llm.engine import set_engine_threads
 from cadence.llm.pretrained import (
+    Calibration,
     EMBEDDED,
     LanguageModel,
     PretrainedModelError,
@@ -110,7 +111,8 @@ def _turn_end_model(name: str, precision: Precision) -> TurnEndModel:
         except CheckpointError as exc:
             raise PretrainedModelError(str(exc).replace(ADAPTER_KEY, "models.lm.model")) from exc
         head = read_gguf(model_file(EMBEDDED, "models.lm.model"), tensors=False)
-        return TurnEndModel(LanguageModel(adapted.network, head.tokenizer, name))
+        network = LanguageModel(adapted.network, head.tokenizer, name)
+        return TurnEndModel(network, Calibration.shipped(name))
     path = model_file(name, "models.lm.model")
     return TurnEndModel(load_language_model(path, precision))
 

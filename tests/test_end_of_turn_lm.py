@@ -235,3 +235,26 @@ def test_the_calibration_fits_and_ranks_whole_turns_above_cut_ones(
     assert len(written["weights"]) == len(FEATURES)
     # Fit on these turns, it must at least rank them: whole turns above their mid-sentence cuts.
     assert metrics["validation"]["at_threshold"]["auc_complete_vs_clear"] > 0.8
+
+
+def test_the_reply_adapter_can_score_the_end_of_turn_on_the_replys_own_network() -> None:
+    # `models.lm.model: embedded:smollm2-ar`: one network in memory for both, its own
+    # calibration; kept optional because it reads speech outside the task dialogues worse
+    # (docs/end-of-turn.md, "One model or two").
+    from cadence.llm.adapted import load_adapted
+    from cadence.llm.pretrained.options import LanguageModelOptions
+    from cadence.pipeline.model_loading import load_turn_end_model
+
+    scorer = load_turn_end_model(LanguageModelOptions(model="embedded:smollm2-ar"))
+    assert scorer.model.network is load_adapted("embedded:smollm2-ar", torch.device("cpu")).network
+    assert scorer.calibration != Calibration.shipped()
+    session = scorer.session()
+    asked = "What can I do for you?"
+    # Ranked: each request whole above itself cut after a word no sentence ends on.
+    for request, cut in [
+        ("I need a taxi to the airport at six.", "I need a taxi to the"),
+        ("I'm looking for an American restaurant in San Jose.", "I'm looking for an"),
+        ("Please cancel my order.", "Please cancel my"),
+    ]:
+        assert session.probability(cut, asked) < session.probability(request, asked), request
+    assert session.probability("Please cancel my order.", asked) >= scorer.calibration.threshold

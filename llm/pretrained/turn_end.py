@@ -39,6 +39,8 @@ SYSTEM_PROMPT = "You are a helpful voice assistant on a phone call."
 0.933, complete turns against prefixes cut at a random word)."""
 SENTENCE_ENDS = (".", "?", "!")
 CALIBRATION_RESOURCE = "turn_end_calibration.json"
+ADAPTER_CALIBRATIONS = {"embedded:smollm2-ar": "turn_end_calibration.smollm2-ar.json"}
+"""The calibrations fit for a reply adapter's network scoring the end of turn."""
 
 _TRAILING = re.compile(r"[\s.,!?;:…]+$")
 _FLOOR = -30.0
@@ -97,13 +99,18 @@ class Calibration:
         return 1 / (1 + math.exp(-z)) if z >= 0 else math.exp(z) / (1 + math.exp(z))
 
     @classmethod
-    def shipped(cls) -> Calibration:
-        resource = resources.files("cadence.llm.pretrained").joinpath(CALIBRATION_RESOURCE)
+    def shipped(cls, model: str | None = None) -> Calibration:
+        """The calibration fit for ``model`` (``models.lm.model``): the reply adapter's own
+        for ``embedded:smollm2-ar``, else the base SmolLM2's."""
+        name = CALIBRATION_RESOURCE
+        if model in ADAPTER_CALIBRATIONS:
+            name = ADAPTER_CALIBRATIONS[model]
+        resource = resources.files("cadence.llm.pretrained").joinpath(name)
         if not resource.is_file():
             return cls()
         data = json.loads(resource.read_text())
         if tuple(data.get("features", ())) != FEATURES:
-            raise ValueError(f"{CALIBRATION_RESOURCE} was fit on other features; refit it")
+            raise ValueError(f"{name} was fit on other features; refit it")
         return cls(
             tuple(float(w) for w in data["weights"]),
             tuple(float(m) for m in data["mean"]),
