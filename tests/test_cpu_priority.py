@@ -21,7 +21,7 @@ from stub_generators import ScriptedGenerator
 from cadence.core.clock import VirtualClock
 from cadence.core.priority import URGENT_WORK, Priority, PriorityWorker, UrgentWork
 from cadence.llm import DecoderTurnGenerator
-from cadence.llm.cached_decoder import CachedDecoder
+from cadence.llm.adapted_decoding import AdaptedDecoder
 from cadence.pipeline.agent import Agent
 from cadence.pipeline.config import (
     CadenceConfig,
@@ -317,11 +317,13 @@ async def test_the_sessions_of_an_agent_share_the_generator_weights() -> None:
         one, other = (session.generator for session in (first, second))
         assert isinstance(one, DecoderTurnGenerator)
         assert isinstance(other, DecoderTurnGenerator)
-        assert one is not other  # each conversation has its own cache…
-        assert isinstance(one.decoder, CachedDecoder)
-        assert isinstance(other.decoder, CachedDecoder)
-        assert one.decoder is not other.decoder
-        assert one.decoder.model is other.decoder.model  # …over one copy of the weights
+        assert one is not other
+        # The default generator, SmolLM2 with the AR adapter: each conversation has its own
+        # cache…
+        assert isinstance(one.decoder, AdaptedDecoder)
+        assert isinstance(other.decoder, AdaptedDecoder)
+        assert one.decoder.cache is not other.decoder.cache
+        assert one.decoder.network is other.decoder.network  # …over one copy of the weights
     finally:
         await first.cancel("test over")
         await second.cancel("test over")

@@ -56,6 +56,7 @@ class Tiny:
 
     def config(self, **changes: object) -> LLMOptions:
         settings: dict[str, object] = {
+            "backend": "dllm",
             "checkpoint": str(self.directory),
             "block_size": self.block_size,
             "confidence_threshold": 0.9,
