@@ -9,8 +9,8 @@ wait, so the wait costs a complete turn nothing but the wait itself.
 
 With the language model (``lm``, the default) the work is spread over the caller's turn, so
 that the answer is ready when the silence begins: :meth:`prepare` puts the context in the
-call's cache when the caller starts speaking, :meth:`listen` scores each transcript that comes
-before the final one (live partials, the speculative decode at pause onset), and
+call's cache when the caller starts speaking, :meth:`listen` extends it with each live partial
+transcript and scores the speculative one at pause onset, and
 :meth:`probability` of the final transcript then usually finds its score computed. The model
 runs on one process-wide worker thread: urgent work (what a waiting caller's turn needs) before
 background work (partials, prefill), one job at a time, so it never takes more than one core.
@@ -81,15 +81,23 @@ class EndOfTurnDetector:
                 logger.exception("end of turn: prefilling the language model failed")
 
     async def listen(self, text: str, *, agent_text: str | None, urgent: bool) -> None:
-        """A transcript before the final one: score it now, so that the final finds it done.
-        A failure is only logged, as for :meth:`prepare`."""
+        """A transcript before the final one. ``urgent`` (the speculative transcript, at the
+        pause): scored now, so that the final finds it done; else (a live partial) only put
+        in the cache, so that the speculative one costs its new words and the score. A
+        failure is only logged, as for :meth:`prepare`."""
         if self._lm is not None and text.strip():
             session = self._lm
-            priority = Priority.URGENT if urgent else Priority.BACKGROUND
             try:
-                await self._run_lm(lambda: session.probability(text, agent_text), priority)
+                if urgent:
+                    await self._run_lm(
+                        lambda: session.probability(text, agent_text), Priority.URGENT
+                    )
+                else:
+                    await self._run_lm(
+                        lambda: session.extend(text, agent_text), Priority.BACKGROUND
+                    )
             except Exception:
-                logger.exception("end of turn: scoring a transcript before the final failed")
+                logger.exception("end of turn: reading a transcript before the final failed")
 
     async def probability(self, text: str, *, agent_text: str | None = None) -> float:
         """P(the caller's utterance ``text`` is complete), after the agent said ``agent_text``."""

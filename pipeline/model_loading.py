@@ -16,8 +16,8 @@ from cadence.llm.adapted import Precision, is_adapter, load_adapted
 from cadence.llm.checkpoint import CheckpointError
 from cadence.llm.engine import set_engine_threads
 from cadence.llm.pretrained import (
-    Calibration,
     EMBEDDED,
+    Calibration,
     LanguageModel,
     PretrainedModelError,
     TurnEndModel,

@@ -186,6 +186,30 @@ async def test_the_detector_scores_the_final_transcript_before_it_is_asked(
     assert 0.0 <= p <= 1.0
 
 
+async def test_a_partial_transcript_is_cached_unscored_and_the_speculative_one_costs_its_words(
+    scorer: TurnEndModel,
+) -> None:
+    detector = EndOfTurnDetector(EndOfTurnConfig(model="lm"), lm=scorer)
+    asked = "What can I do for you?"
+    await detector.prepare(asked)
+    conversation = detector.conversation
+    assert conversation is not None
+    model = scorer.model
+    context = len(scorer.context(asked))
+    partial, whole = "I'd like to book", "I'd like to book a table for two"
+    await detector.listen(partial, agent_text=asked, urgent=False)
+    assert conversation.tokens_computed == context + len(model.encode(partial))
+    assert conversation.ids == [*scorer.context(asked), *model.encode(partial)]
+    computed = conversation.tokens_computed
+    await detector.listen(whole, agent_text=asked, urgent=True)
+    new_words = len(model.encode(whole)) - len(model.encode(partial))
+    # Only the new words: the last of them gives the logits the score reads.
+    assert conversation.tokens_computed - computed == new_words
+    # The score equals one computed from nothing.
+    fresh = scorer.session().probability(whole, asked)
+    assert await detector.probability(whole, agent_text=asked) == pytest.approx(fresh, abs=1e-5)
+
+
 def test_a_missing_wheel_fails_naming_the_key_and_the_command(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:

@@ -120,10 +120,15 @@ def test_the_reply_ends_at_an_end_of_turn_with_nothing_masked_before_it() -> Non
 
 
 @pytest.mark.parametrize(
-    ("elapsed", "expected"), [(0.0, 0.9), (150.0, 0.9), (225.0, 0.45), (300.0, 0.0), (900.0, 0.0)]
+    ("elapsed", "expected"),
+    [(0.0, 0.8), (150.0, 0.8), (225.0, 0.6), (300.0, 0.4), (900.0, 0.4), (1e9, 0.4)],
 )
-def test_a_late_block_lowers_the_threshold(elapsed: float, expected: float) -> None:
-    assert deadline_threshold(0.9, elapsed, 150.0) == pytest.approx(expected)
+def test_a_late_block_lowers_the_threshold_to_half_and_no_lower(
+    elapsed: float, expected: float
+) -> None:
+    # However late, a step never commits positions the model is less than τ/2 sure of (but
+    # its one most confident, as on time): a late block is not a block of guesses.
+    assert deadline_threshold(0.8, elapsed, 150.0) == pytest.approx(expected)
 
 
 class _SteppingClock:
@@ -141,12 +146,22 @@ class _SteppingClock:
         raise NotImplementedError
 
 
-def test_running_late_commits_more_per_step() -> None:
-    options = DecodingOptions(confidence_threshold=0.9, max_reply_tokens=15)
-    on_time = _run(_diffusion(options), _prompt())
-    late = _run(_diffusion(options, _SteppingClock(step_ms=400.0)), _prompt())
+def test_running_late_commits_more_per_step_but_never_a_block_of_guesses() -> None:
+    options = DecodingOptions(confidence_threshold=0.95, max_reply_tokens=16)
+    shipped, slow = _shipped(), _SteppingClock(step_ms=400.0)
+    prompt = shipped.format.prompt(HISTORY, history_turns=3, max_context_tokens=128)
+    on_time = _run(
+        BlockDiffusionDecoder(shipped.model, shipped.format, options, VirtualClock()), prompt
+    )
+    late = _run(BlockDiffusionDecoder(shipped.model, shipped.format, options, slow), prompt)
+    # The trained model is fairly sure of much of a block: late, it commits those at once.
     assert sum(late.steps_per_block) < sum(on_time.steps_per_block)
-    assert max(late.steps_per_block) == 1
+    # The random model is sure of nothing: however late, one position a step (the old rule,
+    # τ falling to 0, committed each of its blocks in one step).
+    tiny_on_time = _run(_diffusion(options), _prompt())
+    tiny_late = _run(_diffusion(options, _SteppingClock(step_ms=400.0)), _prompt())
+    assert tiny_late.steps_per_block == tiny_on_time.steps_per_block
+    assert sum(tiny_late.steps_per_block) == len(tiny_late.token_ids)
 
 
 # --- decoding ----------------------------------------------------------------------------

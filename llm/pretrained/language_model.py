@@ -127,10 +127,30 @@ class ConversationCache:
         self.tokens_computed += len(new)
         return out
 
-    def prefill(self, ids: Sequence[int]) -> None:
-        """Hold ``ids`` in the cache (their logits are computed too: the output head of one
-        position costs little next to the layers)."""
-        self.log_probs(ids)
+    def extend(self, ids: Sequence[int]) -> None:
+        """Hold ``ids`` in the cache, computing no logits: the layers only, for the words the
+        cache lacks (the output head, a fifth of a pass's work, is left to the pass that
+        needs a score)."""
+        ids = list(ids)
+        if ids == self.ids:
+            return
+        keep = _common_prefix(self.ids, ids)
+        self._truncate(keep)
+        new = ids[keep:]
+        if not new:
+            return
+        with torch.inference_mode():
+            self.model.network(
+                torch.tensor([new]),
+                torch.tensor([list(range(keep, len(ids)))]),
+                _visibility(keep, len(new), 0),
+                self._cache,
+                keep=len(new),
+                last=0,
+            )
+        self.ids = ids
+        self._last = None
+        self.tokens_computed += len(new)
 
     def _truncate(self, length: int) -> None:
         if length < len(self.ids):

@@ -161,7 +161,15 @@ class TurnEndSession:
 
     def prefill(self, agent_text: str | None) -> None:
         """Put the context of the caller's next words in the cache."""
-        self.conversation.prefill(self._scorer.context(agent_text))
+        self.conversation.extend(self._scorer.context(agent_text))
+
+    def extend(self, text: str, agent_text: str | None = None) -> None:
+        """Put ``text`` after ``agent_text`` in the cache without scoring it (a partial
+        transcript: the score that counts is the speculative transcript's)."""
+        ids = self._scorer.context(agent_text)
+        if words := spoken_words(text):
+            ids += self._scorer.model.encode(words)
+        self.conversation.extend(ids)
 
     def features(self, text: str, agent_text: str | None = None) -> list[float]:
         """:data:`FEATURES` of ``text`` after ``agent_text``, from one pass over the words and
