@@ -33,13 +33,14 @@ REPORTS = Path("latency_reports/end-of-turn-lm")
 
 def clip_auc(model_name: str, texts: list[str]) -> dict[str, float]:
     scorer = load_turn_end_model(LanguageModelOptions(model=model_name))
-    scores, labels = [], []
+    scores: list[float] = []
+    labels: list[int] = []
     for text in texts:
         words = text.split()
         session = scorer.session()
-        for cut in range(1, len(words) + 1):
-            scores.append(session.probability(" ".join(words[:cut]), AGENT))
-            labels.append(int(cut == len(words)))
+        for count in range(1, len(words) + 1):
+            scores.append(session.probability(" ".join(words[:count]), AGENT))
+            labels.append(int(count == len(words)))
     threshold = scorer.calibration.threshold
     whole = [s for s, label in zip(scores, labels, strict=True) if label]
     cut = [s for s, label in zip(scores, labels, strict=True) if not label]

@@ -3,8 +3,9 @@ and how soon P(end of turn) is there after a transcript.
 
 Each clip's words (``words.jsonl``, their times in the recording) replay a call's work as
 the turn engine does it (docs/end-of-turn.md): the context prefilled when the caller starts,
-a live partial transcript every ``partials_interval_ms`` of speech (the words said by then), the
-speculative transcript at the pause (all the words), and the final transcript (the same words).
+a live partial transcript every ``partials_interval_ms`` of speech (the words said by then, put
+in the cache unscored), the speculative transcript at the pause (all the words, scored), and the
+final transcript (the same words).
 Each job's CPU time is read on the thread that runs it (``time.thread_time``), so the figures
 hold on a busy machine; the wall time of the speculative score is the wait a caller's turn
 could see. One model per process, as a server holds it.
@@ -60,7 +61,7 @@ def replay_call(
     while at < speech_ms:
         said = " ".join(w.text for w in words if w.end_s * 1000 <= at)
         if said:
-            _, cpu, _ = _timed(functools.partial(session.probability, said, AGENT))
+            _, cpu, _ = _timed(functools.partial(session.extend, said, AGENT))
             partial_cpu += cpu
             partials += 1
         at += partials_interval_ms
@@ -103,8 +104,9 @@ def measure(words_path: Path, config: CadenceConfig, repeats: int) -> dict[str, 
 
     return {
         "model": scorer.model.name,
-        "precision": scorer.model.precision,
-        "torch_threads": config.threads.llm,
+        "precision": config.models.lm.precision,
+        "network": type(scorer.model.network).__name__,
+        "threads": config.threads.llm,
         "load_s": round(load_s, 2),
         "private_memory_added_mb": round((after - before) / 2**20, 1),
         "private_memory_added_after_calls_mb": round((after_calls - before) / 2**20, 1),
