@@ -27,7 +27,7 @@ from functools import cache
 from typing import TypeVar
 
 from cadence.core.priority import Priority, PriorityWorker
-from cadence.llm.pretrained import ConversationCache, TurnEndModel
+from cadence.llm.pretrained import ScoredConversation, TurnEndModel
 from cadence.pipeline.config import EndOfTurnConfig
 from cadence.voice.turn import TextEndOfTurnModel
 
@@ -66,7 +66,7 @@ class EndOfTurnDetector:
         self._lm_lock = threading.Lock()  # the call's cache: one job at a time
 
     @property
-    def conversation(self) -> ConversationCache | None:
+    def conversation(self) -> ScoredConversation | None:
         """The call's conversation in the language model's KV cache (``lm`` only)."""
         return self._lm.conversation if self._lm is not None else None
 

@@ -75,7 +75,7 @@ def test_the_network_computes_what_transformers_computes_from_the_same_file(
     # The same ChatML ids as the model's own template (less its system message and the end).
     their_ids = their_tokenizer(rendered, add_special_tokens=False).input_ids
     assert their_ids[-len(ids) - 2 : -2] == ids
-    cache = ours.new_cache()
+    cache = ours.new_conversation()
     got = cache.log_probs(ids)[0]
     with torch.no_grad():
         want = torch.log_softmax(theirs(torch.tensor([ids])).logits[0, -1], dim=-1)
@@ -110,9 +110,9 @@ def test_sentence_ends_scored_in_the_same_pass_equal_a_pass_of_their_own(gguf: P
     model = load_language_model(gguf, "fp32")
     ids = model.open_message("user", "is the restaurant open on sundays")
     marks = [model.encode(mark)[0] for mark in (".", "?", "!")]
-    together = model.new_cache().log_probs(ids, marks)
+    together = model.new_conversation().log_probs(ids, marks)
     for row, mark in enumerate(marks, start=1):
-        alone = model.new_cache().log_probs([*ids, mark])[0]
+        alone = model.new_conversation().log_probs([*ids, mark])[0]
         assert torch.allclose(together[row], alone, atol=1e-4)
 
 

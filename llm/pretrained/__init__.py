@@ -5,8 +5,8 @@ conversation in a KV cache of its own. It decides when the caller has finished
 adapter merged in (:mod:`cadence.llm.adapted`). See docs/end-of-turn.md."""
 
 from cadence.llm.pretrained.language_model import (
-    ConversationCache,
     LanguageModel,
+    ScoredConversation,
     load_language_model,
 )
 from cadence.llm.pretrained.smollm2 import EMBEDDED, INSTALL, PretrainedModelError, model_file
@@ -16,9 +16,9 @@ __all__ = [
     "EMBEDDED",
     "INSTALL",
     "Calibration",
-    "ConversationCache",
     "LanguageModel",
     "PretrainedModelError",
+    "ScoredConversation",
     "TurnEndModel",
     "TurnEndSession",
     "load_language_model",

@@ -1,6 +1,6 @@
 """``LanguageModel``: the pretrained model, loaded once per process and shared by every call.
 
-A call never owns the weights, only a :class:`ConversationCache` — its conversation's token ids
+A call never owns the weights, only a :class:`ScoredConversation` — its conversation's token ids
 and their keys and values — so a server with many calls holds one copy of the 135M parameters
 (the int8 graph on onnxruntime on a CPU, ``llm/engine/``; or the PyTorch network) and a few MB
 of cache per call.
@@ -22,8 +22,8 @@ from pathlib import Path
 import torch
 from tokenizers import Tokenizer
 
+from cadence.llm.conversation_cache import ConversationCache
 from cadence.llm.engine import EngineError, OnnxNetwork, int8_network
-from cadence.llm.kv_cache import ConversationStore
 from cadence.llm.open_weights.network import QwenForCausalLM
 from cadence.llm.open_weights.shape import QwenShape
 from cadence.llm.pretrained.cpu_linear import pack_for_cpu
@@ -76,27 +76,34 @@ class LanguageModel:
         """A message still being written: its start and ``text`` so far."""
         return [self.chat.im_start, *self.encode(f"{role}\n{text}")]
 
-    def new_cache(self) -> ConversationCache:
-        return ConversationCache(self)
+    def new_conversation(self) -> ScoredConversation:
+        return ScoredConversation(self)
 
 
-class ConversationCache:
-    """A conversation's token ids and their keys and values, extended in place.
+class ScoredConversation:
+    """A conversation kept in the model's cache, scored as it grows.
 
-    :meth:`log_probs` takes the ids of the whole conversation so far; what it shares with the
-    cache (up to the first id that differs) is reused, the rest is computed — a partial
-    transcript that grew by a word costs that word. Not thread-safe: one call's work at a time
-    (its owner serialises it; different calls run in parallel over the shared weights).
+    The ids and their keys and values are a :class:`~cadence.llm.conversation_cache.
+    ConversationCache` — the one cache type every decoder keeps — with single-token blocks:
+    :meth:`log_probs` and :meth:`extend` take the ids of the whole conversation so far; what
+    they share with the cache (up to the first id that differs) is reused, the rest is
+    computed — a partial transcript that grew by a word costs that word. Not thread-safe: one
+    call's work at a time (its owner serialises it; different calls run in parallel over the
+    shared weights).
     """
 
     def __init__(self, model: LanguageModel) -> None:
         self.model = model
-        self.ids: list[int] = []
-        self._cache: ConversationStore = model.network.new_cache()
-        self._last: tuple[list[int], torch.Tensor] | None = None
-        """The branches and the log-probabilities of the last call, while ``ids`` is its."""
+        self.cache = ConversationCache(model.network.new_cache(), block_size=1)
+        self._last: tuple[list[int], list[int], torch.Tensor] | None = None
+        """The ids, the branches and the log-probabilities of the last score."""
         self.tokens_computed = 0
         """Positions run through the network since creation: what the cache saved shows here."""
+
+    @property
+    def ids(self) -> list[int]:
+        """Token ids whose keys and values are cached."""
+        return self.cache.ids
 
     def log_probs(self, ids: Sequence[int], branches: Sequence[int] = ()) -> torch.Tensor:
         """log P(next token), float32 ``[1 + len(branches), vocab]``: row 0 after ``ids``, row
@@ -106,25 +113,12 @@ class ConversationCache:
         ids, branches = list(ids), list(branches)
         if not ids:
             raise ValueError("a conversation needs at least one token")
-        if ids == self.ids and self._last is not None and self._last[0] == branches:
-            return self._last[1]
-        keep = min(_common_prefix(self.ids, ids), len(ids) - 1)  # the last token runs: its logits
-        self._truncate(keep)
-        new = ids[keep:]
-        positions = [*range(keep, len(ids)), *([len(ids)] * len(branches))]
-        with torch.inference_mode():
-            logits = self.model.network(
-                torch.tensor([[*new, *branches]]),
-                torch.tensor([positions]),
-                _visibility(keep, len(new), len(branches)),
-                self._cache,
-                keep=len(new),
-                last=1 + len(branches),
-            )
-            out = torch.log_softmax(logits[0].float(), dim=-1)
-        self.ids = ids
-        self._last = (branches, out)
-        self.tokens_computed += len(new)
+        if self._last is not None and self._last[:2] == (ids, branches) and ids == self.ids:
+            return self._last[2]
+        self.cache.reuse(ids[:-1])  # the last token runs again at least: its logits are wanted
+        logits = self._run(ids, branches, last=1 + len(branches))
+        out = torch.log_softmax(logits[0].float(), dim=-1)
+        self._last = (ids, branches, out)
         return out
 
     def extend(self, ids: Sequence[int]) -> None:
@@ -132,40 +126,28 @@ class ConversationCache:
         cache lacks (the output head, a fifth of a pass's work, is left to the pass that
         needs a score)."""
         ids = list(ids)
-        if ids == self.ids:
-            return
-        keep = _common_prefix(self.ids, ids)
-        self._truncate(keep)
+        self.cache.reuse(ids)
+        if len(ids) > len(self.cache.ids):
+            self._run(ids, [], last=0)
+
+    def _run(self, ids: list[int], branches: list[int], last: int) -> torch.Tensor:
+        """The network over what ``ids`` adds to the cache (and ``branches``); ``ids`` is then
+        what is cached."""
+        keep = len(self.cache.ids)
         new = ids[keep:]
-        if not new:
-            return
+        positions = [*range(keep, len(ids)), *([len(ids)] * len(branches))]
         with torch.inference_mode():
-            self.model.network(
-                torch.tensor([new]),
-                torch.tensor([list(range(keep, len(ids)))]),
-                _visibility(keep, len(new), 0),
-                self._cache,
+            logits: torch.Tensor = self.model.network(
+                torch.tensor([[*new, *branches]]),
+                torch.tensor([positions]),
+                _visibility(keep, len(new), len(branches)),
+                self.cache.kv,
                 keep=len(new),
-                last=0,
+                last=last,
             )
-        self.ids = ids
-        self._last = None
+        self.cache.ids += new
         self.tokens_computed += len(new)
-
-    def _truncate(self, length: int) -> None:
-        if length < len(self.ids):
-            self._cache.truncate(length)
-            self.ids = self.ids[:length]
-            self._last = None
-
-
-def _common_prefix(a: Sequence[int], b: Sequence[int]) -> int:
-    n = 0
-    for x, y in zip(a, b, strict=False):
-        if x != y:
-            break
-        n += 1
-    return n
+        return logits
 
 
 def _visibility(cached: int, new: int, branches: int) -> torch.Tensor:

@@ -12,12 +12,12 @@ Two details make it read speech rather than text:
   so the final punctuation is removed, and the model's own expectation of it is summed over:
   P(end) = P(``<|im_end|>``) + Σ P(p) · P(``<|im_end|>`` | p) for p in ``.``, ``?``, ``!`` —
   the three continuations are scored in the same pass as the words (branch positions of
-  :meth:`ConversationCache.log_probs`), so the sum costs no second pass.
+  :meth:`ScoredConversation.log_probs`), so the sum costs no second pass.
 * The agent's last words come first, as the assistant message the caller answers: "two" is a
   whole answer to "How many people?" and half of one to nothing.
 
 One :class:`TurnEndSession` per call holds that call's conversation in the model's KV cache
-(:class:`~cadence.llm.pretrained.language_model.ConversationCache`): the context is prefilled
+(:class:`~cadence.llm.pretrained.language_model.ScoredConversation`): the context is prefilled
 while the caller speaks, and each transcript extends it from the first token that changed, so
 the score of the final transcript is usually ready before it is asked for.
 """
@@ -32,7 +32,7 @@ from dataclasses import dataclass
 from importlib import resources
 from typing import Any
 
-from cadence.llm.pretrained.language_model import ConversationCache, LanguageModel
+from cadence.llm.pretrained.language_model import LanguageModel, ScoredConversation
 
 SYSTEM_PROMPT = "You are a helpful voice assistant on a phone call."
 """Chosen on sgd_dev among none, SmolLM2's own default and this one (AUC 0.928 / 0.929 /
@@ -155,7 +155,7 @@ class TurnEndSession:
 
     def __init__(self, scorer: TurnEndModel) -> None:
         self._scorer = scorer
-        self.conversation: ConversationCache = scorer.model.new_cache()
+        self.conversation: ScoredConversation = scorer.model.new_conversation()
         """The call's conversation in the model's KV cache, for whatever else reads it."""
         self._scores: dict[tuple[str | None, str], float] = {}
 
