@@ -227,9 +227,9 @@ def test_the_history_window_moves_a_few_turns_at_a_time_so_the_cache_keeps_it() 
     history: list[Turn] = []
     prompts: list[list[int]] = []
     for index in range(40):
-        speaker = "user" if index % 2 == 0 else "agent"
-        history.append(Turn(speaker, f"This is the {speaker}'s line number {index}."))
-        if speaker == "user":
+        turn = Turn("user" if index % 2 == 0 else "agent", f"The line number {index}.")
+        history.append(turn)
+        if turn.speaker == "user":
             prompts.append(fmt.prompt(history, history_turns=8, max_context_tokens=384))
     start = len(fmt.reply_start)
     recomputed = 0
