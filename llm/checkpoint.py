@@ -1,8 +1,11 @@
 """Model checkpoints: weights, model shape, dialogue format and tokenizer in one file.
 
-Shipped checkpoints (``embedded:dllm``, ``embedded:ar``) live in ``llm/checkpoints/`` as fp16
-weights, installed with the package. Files hold only tensors, strings and numbers, so they
-load with ``torch.load(weights_only=True)``.
+The 5.9 M models trained from scratch (``embedded:dllm``, ``embedded:ar`` and their ``-tools``
+variants) live in ``llm/checkpoints/`` as fp16 weights, in a checkout of the repository only:
+SmolLM2's adapter replaced them as the default and they are no longer in the runtime wheel (or
+the container image); the tests, the lab's training and the GPU benches still use them.
+Files hold only tensors, strings and numbers, so they load with
+``torch.load(weights_only=True)``.
 """
 
 from __future__ import annotations
@@ -45,9 +48,15 @@ def resolve_checkpoint(name: str) -> Path:
         path = EMBEDDED_DIR / f"{stem}.pt"
         if not path.is_file():
             shipped = sorted(p.stem for p in EMBEDDED_DIR.glob("*.pt"))
+            if not shipped:
+                raise CheckpointError(
+                    f"{CONFIG_KEY}: {name!r} is one of the 5.9 M models, which the installed "
+                    "package does not carry (a checkout of the repository has them in "
+                    "llm/checkpoints/); the default is embedded:smollm2-ar"
+                )
             raise CheckpointError(
                 f"{CONFIG_KEY}: no embedded checkpoint {name!r} "
-                f"(shipped: {', '.join(EMBEDDED_PREFIX + s for s in shipped) or 'none'})"
+                f"(shipped: {', '.join(EMBEDDED_PREFIX + s for s in shipped)})"
             )
         return path
     path = Path(name).expanduser()

@@ -268,3 +268,18 @@ async def until(condition: Callable[[], bool], what: str, bound_s: float = 60) -
         if time.monotonic() > deadline:
             raise AssertionError(f"no {what} within {bound_s:g} s")
         await asyncio.sleep(0.5)
+
+
+def test_the_image_carries_its_graphs_and_not_the_retired_models(image: str) -> None:
+    """The runtime wheel leaves the 5.9 M models out (a checkout keeps them) and the image
+    holds the language models' int8 graphs, built at its build by ``cadence prepare``."""
+    script = (
+        "import os, pathlib, cadence.llm.checkpoint as c; "
+        "print(sorted(p.name for p in c.EMBEDDED_DIR.glob('*.pt'))); "
+        "print(sorted(p.name.split('-')[0] for p in "
+        "pathlib.Path(os.environ['CADENCE_CACHE_DIR'], 'engines').glob('*.int8.onnx')))"
+    )
+    out = podman("run", "--rm", "--entrypoint", "python3", image, "-c", script, timeout_s=120)
+    models, graphs = out.strip().splitlines()
+    assert models == "[]"
+    assert graphs == "['smollm2', 'smollm2']"  # the reply's (smollm2-ar-…) and the base's

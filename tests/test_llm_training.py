@@ -129,6 +129,17 @@ def test_compact_checkpoints_are_half_precision(tmp_path: Path) -> None:
     assert {t.dtype for t in payload["state_dict"].values()} == {torch.float16}
 
 
+def test_an_installed_package_without_the_small_models_says_where_they_are(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    # The runtime wheel leaves llm/checkpoints/ out (pyproject.toml's package data).
+    from cadence.llm import checkpoint
+
+    monkeypatch.setattr(checkpoint, "EMBEDDED_DIR", tmp_path)
+    with pytest.raises(CheckpointError, match=r"models\.llm\.checkpoint: .*checkout.*smollm2-ar"):
+        create_generator(LLMOptions(backend="dllm", checkpoint="embedded:dllm"))
+
+
 @pytest.mark.parametrize("name", ["embedded:no-such-model", "/no/such/checkpoint.pt"])
 def test_a_missing_checkpoint_fails_fast_naming_the_config_key(name: str) -> None:
     with pytest.raises(CheckpointError, match=r"models\.llm\.checkpoint"):
