@@ -62,9 +62,10 @@ class ThreadsConfig(Options):
     rest whatever the budget."""
 
     llm: int = Field(1, ge=1)
-    """torch's intra-op threads (`torch.set_num_threads`) for the local generators. The
-    embedded models are too small to gain from a second thread: a reply takes 44 ms on one
-    and 56 on two."""
+    """Intra-op threads of the language models: onnxruntime's for the int8 graphs (the reply's
+    and the end of turn's) and torch's for the PyTorch networks. One: on two cores a second
+    thread gains a decode step nothing (SmolLM2's int8 graph: 28 ms on one, 30 on two,
+    docs/llm.md) and takes the core whisper and the voice need."""
     stt: int = Field(1, ge=1)
     """CTranslate2 threads per whisper decode. One decodes a 3 s turn in 182 ms, two in 211 on
     the embedded model; one leaves the other core to the next job."""
