@@ -216,32 +216,3 @@ def test_the_shipped_ar_adapter_writes_the_call_the_corpus_agent_made() -> None:
     [call] = pieces[-1].tool_calls  # type: ignore[attr-defined]
     assert call.name == wanted.name
     assert json.loads(call.arguments) == json.loads(wanted.arguments)
-
-
-def test_the_history_window_moves_a_few_turns_at_a_time_so_the_cache_keeps_it() -> None:
-    from itertools import pairwise
-
-    from cadence.llm.adapted import AdaptedChatFormat
-
-    fmt = AdaptedChatFormat(read_gguf(_gguf(), tensors=False).tokenizer)
-    history: list[Turn] = []
-    prompts: list[list[int]] = []
-    for index in range(40):
-        turn = Turn("user" if index % 2 == 0 else "agent", f"The line number {index}.")
-        history.append(turn)
-        if turn.speaker == "user":
-            prompts.append(fmt.prompt(history, history_turns=8, max_context_tokens=384))
-    start = len(fmt.reply_start)
-    recomputed = 0
-    for before, after in pairwise(prompts):
-        kept = before[:-start]  # what the cache held of the last prompt, less the reply's start
-        recomputed += after[: len(kept)] != kept
-    for prompt, last in zip(prompts, range(0, 40, 2), strict=True):
-        text = fmt.tokenizer.decode(prompt)
-        assert f"line number {last}." in text  # the caller's latest words, always
-        assert text.count("line number") <= 8
-        assert last < 8 or text.count("line number") >= 5  # and never a short memory
-    # A window that slid a turn every turn would recompute the history for each of the 15
-    # prompts after the eighth turn; this one does it once every two of the caller's turns.
-    assert recomputed <= 8
-    assert recomputed >= 1
