@@ -279,7 +279,18 @@ def test_the_image_carries_its_graphs_and_not_the_retired_models(image: str) -> 
         "print(sorted(p.name.split('-')[0] for p in "
         "pathlib.Path(os.environ['CADENCE_CACHE_DIR'], 'engines').glob('*.int8.onnx')))"
     )
-    out = podman("run", "--rm", "--entrypoint", "python3", image, "-c", script, timeout_s=120)
+    out = podman(
+        "run",
+        "--rm",
+        *RUNTIME,
+        *ULIMITS,
+        "--entrypoint",
+        "python3",
+        image,
+        "-c",
+        script,
+        timeout_s=120,
+    )
     models, graphs = out.strip().splitlines()
     assert models == "[]"
     assert graphs == "['smollm2', 'smollm2']"  # the reply's (smollm2-ar-…) and the base's
