@@ -170,22 +170,6 @@ def test_a_score_does_not_depend_on_how_the_transcript_arrived(scorer: TurnEndMo
     assert corrected.p_end(" ".join(words), asked) == pytest.approx(direct, abs=1e-5)
 
 
-async def test_the_detector_scores_the_final_transcript_before_it_is_asked(
-    scorer: TurnEndModel,
-) -> None:
-    detector = EndOfTurnDetector(EndOfTurnConfig(model="lm"), lm=scorer)
-    asked = "What can I do for you?"
-    await detector.prepare(asked)
-    await detector.listen("I'd like to book", agent_text=asked, urgent=False)
-    await detector.listen("I'd like to book a table", agent_text=asked, urgent=True)
-    conversation = detector.conversation
-    assert conversation is not None
-    computed = conversation.tokens_computed
-    p = await detector.probability("I'd like to book a table", agent_text=asked)
-    assert conversation.tokens_computed == computed  # ready: nothing left to compute
-    assert 0.0 <= p <= 1.0
-
-
 async def test_a_partial_transcript_is_cached_unscored_and_the_speculative_one_costs_its_words(
     scorer: TurnEndModel,
 ) -> None:
@@ -205,9 +189,12 @@ async def test_a_partial_transcript_is_cached_unscored_and_the_speculative_one_c
     new_words = len(model.encode(whole)) - len(model.encode(partial))
     # Only the new words: the last of them gives the logits the score reads.
     assert conversation.tokens_computed - computed == new_words
-    # The score equals one computed from nothing.
-    fresh = scorer.session().probability(whole, asked)
-    assert await detector.probability(whole, agent_text=asked) == pytest.approx(fresh, abs=1e-5)
+    # The final transcript finds its score ready (nothing left to compute), and it equals one
+    # computed from nothing.
+    computed = conversation.tokens_computed
+    final = await detector.probability(whole, agent_text=asked)
+    assert conversation.tokens_computed == computed
+    assert final == pytest.approx(scorer.session().probability(whole, asked), abs=1e-5)
 
 
 def test_a_missing_wheel_fails_naming_the_key_and_the_command(
