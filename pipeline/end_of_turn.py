@@ -2,10 +2,9 @@
 
 The VAD says where a silence began; whether the caller has finished is a question about
 their words. The detector turns a transcript into P(the utterance is complete) — with the
-model ``turn.end_of_turn.model`` names — and that P into a wait: ``min_wait_ms`` when the turn
-is clearly over, ``max_wait_ms`` when it clearly is not, linearly between (``complete_at`` and
-``incomplete_at`` bound the uncertain band). The engine keeps generating the reply during the
-wait, so the wait costs a complete turn nothing but the wait itself.
+model ``turn.end_of_turn.model`` names — and that P into a wait (:func:`end_of_turn_wait_ms`).
+The engine keeps generating the reply during the wait, so the wait costs a complete turn
+nothing but the wait itself.
 
 With the language model (``lm``, the default) the work is spread over the caller's turn, so
 that the answer is ready when the silence begins: :meth:`prepare` puts the context in the
@@ -20,6 +19,7 @@ One detector per call: it holds the call's conversation cache.
 from __future__ import annotations
 
 import logging
+import math
 import re
 import threading
 from collections.abc import Callable
@@ -38,10 +38,23 @@ _SENTENCE_END = re.compile(r"[.!?…][\"')\]]*$")
 
 
 def end_of_turn_wait_ms(p: float, options: EndOfTurnConfig) -> float:
-    """Silence after the end of speech to wait, for P(complete) ``p``."""
-    band = options.complete_at - options.incomplete_at
-    doubt = min(max((options.complete_at - p) / band, 0.0), 1.0)
-    return options.min_wait_ms + (options.max_wait_ms - options.min_wait_ms) * doubt
+    """Silence after the end of speech to wait, for the calibrated P(complete) ``p``.
+
+    Why this shape: P is the chance the turn is over when the silence begins. Each moment of
+    silence that passes makes a mid-turn pause less likely — mid-turn pauses past the shortest
+    fall off roughly exponentially, at ``pause_scale_ms`` — so after t ms of silence the odds
+    that the turn is over are P/(1−P)·e^(t/scale). The commit comes when they reach
+    ``confidence``'s: t = scale·(logit(confidence) − logit(P)), within ``min_wait_ms`` …
+    ``max_wait_ms``. One knob (``confidence``) moves the whole rule along the trade-off
+    between cut-offs and waiting, and every P has its own wait: no band, no steps."""
+    z = _logit(options.confidence) - _logit(p)
+    wait = options.pause_scale_ms * z
+    return min(max(wait, float(options.min_wait_ms)), float(options.max_wait_ms))
+
+
+def _logit(p: float) -> float:
+    q = min(max(p, 1e-6), 1.0 - 1e-6)
+    return math.log(q / (1.0 - q))
 
 
 @cache
@@ -112,9 +125,9 @@ class EndOfTurnDetector:
                     return await self._run_lm(
                         lambda: session.probability(text, agent_text), Priority.URGENT
                     )
-                except Exception:  # the call goes on, with a wait between the two bounds
-                    logger.exception("end of turn: the language model failed; waiting halfway")
-                    return (self.options.complete_at + self.options.incomplete_at) / 2
+                except Exception:  # the call goes on, as if the words said nothing
+                    logger.exception("end of turn: the language model failed; P taken as 0.5")
+                    return 0.5
             case "text":
                 assert self._text_model is not None
                 return self._text_model.score(text, agent_text=agent_text)

@@ -262,10 +262,13 @@ class TurnCommittedFrame(ControlFrame):
 
 @dataclass(frozen=True, kw_only=True, eq=False)
 class TurnWithdrawnFrame(ControlFrame):
-    """The caller went on before any of the reply of ``reply_index`` was heard: the commit is
-    taken back, and the user's turn continues."""
+    """The caller went on before the reply of ``reply_index`` was heard, or within a syllable
+    of it (``interruption.yield_within_ms``): the reply yields, the commit is taken back, and
+    the user's turn continues."""
 
     reply_index: int
+    heard_ms: float = 0.0
+    """How much of the reply's audio had been played when it yielded (0: none)."""
 
 
 @dataclass(frozen=True, kw_only=True, eq=False)

@@ -8,6 +8,7 @@ the real speech through the real models is in ``test_turn_taking.py``.
 from __future__ import annotations
 
 import asyncio
+import math
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
 
@@ -26,6 +27,7 @@ from cadence.pipeline.frames import (
     SpeechStartFrame,
     TextPieceFrame,
     TurnCommittedFrame,
+    TurnWithdrawnFrame,
 )
 from cadence.pipeline.pipeline import Pipeline
 from cadence.pipeline.playback_ledger import PlaybackLedger
@@ -87,6 +89,7 @@ async def settle() -> None:
 
 
 END_OF_TURN = EndOfTurnConfig(model="punctuation", min_wait_ms=200, max_wait_ms=1500)
+"""P is 1 or 0: 1 waits the least, 0 the most."""
 
 
 @pytest.fixture
@@ -109,20 +112,31 @@ async def engine(request: pytest.FixtureRequest) -> AsyncIterator[Engine]:
         await pipeline.cancel("test over")
 
 
-def test_the_wait_follows_the_probability() -> None:
-    options = EndOfTurnConfig(min_wait_ms=200, max_wait_ms=1600, complete_at=0.8, incomplete_at=0.2)
-    assert end_of_turn_wait_ms(0.95, options) == 200
-    assert end_of_turn_wait_ms(0.8, options) == 200
-    assert end_of_turn_wait_ms(0.5, options) == pytest.approx(900)
-    assert end_of_turn_wait_ms(0.2, options) == 1600
-    assert end_of_turn_wait_ms(0.0, options) == 1600
+def test_the_wait_is_the_silence_after_which_the_turn_is_over_with_the_confidence() -> None:
+    options = EndOfTurnConfig(
+        min_wait_ms=200, max_wait_ms=1600, confidence=0.9, pause_scale_ms=200.0
+    )
+
+    def logit(p: float) -> float:
+        return math.log(p / (1 - p))
+
+    # Continuous: every P its own wait, 200 ms a unit of log-odds short of the confidence.
+    for p in (0.2, 0.5, 0.7):
+        assert end_of_turn_wait_ms(p, options) == pytest.approx(200 * (logit(0.9) - logit(p)))
+    waits = [end_of_turn_wait_ms(p / 100, options) for p in range(1, 100)]
+    assert waits == sorted(waits, reverse=True)  # the surer the words, the shorter the wait
+    assert end_of_turn_wait_ms(0.95, options) == 200  # no less than the least
+    assert end_of_turn_wait_ms(0.001, options) == 1600  # no more than the most
+    # A higher confidence waits longer for the same words.
+    surer = options.model_copy(update={"confidence": 0.99})
+    assert end_of_turn_wait_ms(0.5, surer) > end_of_turn_wait_ms(0.5, options)
 
 
-def test_settings_out_of_order_are_refused() -> None:
+def test_settings_out_of_range_are_refused() -> None:
     with pytest.raises(ValueError, match="min_wait_ms"):
         EndOfTurnConfig(min_wait_ms=900, max_wait_ms=800)
-    with pytest.raises(ValueError, match="incomplete_at"):
-        EndOfTurnConfig(complete_at=0.3, incomplete_at=0.5)
+    with pytest.raises(ValueError, match="confidence"):
+        EndOfTurnConfig(confidence=1.0)
 
 
 async def test_a_complete_turn_is_committed_after_the_short_wait(engine: Engine) -> None:
@@ -243,3 +257,40 @@ async def test_without_backchannels_any_speech_cuts_at_once(engine: Engine) -> N
     await engine.feed(SpeechStartFrame(at_ms=3000))
     assert len(engine.seen.of(BargeInFrame)) == 1
     assert engine.gate.is_open
+
+
+async def test_a_reply_heard_for_a_moment_yields_when_the_caller_goes_on(engine: Engine) -> None:
+    # Answered into a pause: the caller was not done, and goes on within a syllable of the
+    # reply (150 ms heard, under yield_within_ms): the reply yields at once, no barge-in, and
+    # the turn goes on as one — its words joined, answered once.
+    await engine.utterance("Book a table for two.", start_ms=1000, end_ms=2000)
+    [first] = engine.commits()
+    engine.ledger.phrase(first.reply_index, REPLY, 0.0, 2000.0)
+    engine.ledger.played(first.reply_index, 150.0)
+    await engine.utterance("At seven tonight.", start_ms=2500, end_ms=3500)
+    [withdrawn] = engine.seen.of(TurnWithdrawnFrame)
+    assert isinstance(withdrawn, TurnWithdrawnFrame)
+    assert withdrawn.reply_index == first.reply_index
+    assert withdrawn.heard_ms == 150.0
+    assert engine.seen.of(BargeInFrame) == []
+    assert engine.commits()[-1].user_text == "Book a table for two. At seven tonight."
+    assert [t.text for t in engine.stage.history] == [
+        "Book a table for two. At seven tonight.",
+        REPLY,
+    ]
+
+
+async def test_a_reply_heard_longer_is_paused_not_taken_back(engine: Engine) -> None:
+    # 400 ms heard, past yield_within_ms (300): the caller may be answering it — paused until
+    # the words say what the sound was (here: words, a barge-in, the history cut to them).
+    reply_index = await answered(engine)
+    await engine.at(3000)
+    await engine.feed(SpeechStartFrame(at_ms=3000))
+    assert not engine.gate.is_open
+    assert engine.seen.of(TurnWithdrawnFrame) == []
+    await engine.at(4000)
+    await engine.feed(EndpointFrame(at_ms=4000, speech_end_ms=3800))
+    await engine.feed(FinalTranscriptFrame(text="And on Sundays?", at_ms=4050))
+    [barge_in] = engine.seen.of(BargeInFrame)
+    assert isinstance(barge_in, BargeInFrame)
+    assert barge_in.reply_index == reply_index

@@ -69,13 +69,13 @@ async def test_a_mid_sentence_pause_is_not_answered() -> None:
 
 
 async def test_a_silence_at_the_maximum_ends_the_turn() -> None:
-    # "When you hear the bell" is not a sentence; and with the band of doubt pushed up to
+    # "When you hear the bell" is not a sentence; and with the confidence asked pushed up to
     # P = 1, any utterance waits for as long as the engine may — but never past the maximum.
     bell, come = words("osr_us_0034_8k_s10")[4:6]
     assert bell[0] == "bell,"
     cut_s = (bell[2] + come[1]) / 2  # in the silence between "bell," and "come"
     unfinished = clip("osr_us_0034_8k_s10").audio()[: int(SAMPLE_RATE * cut_s)]
-    async with open_call(patient(1200, complete_at=1.0, incomplete_at=0.999)) as call:
+    async with open_call(patient(1200, confidence=0.999999, pause_scale_ms=1e6)) as call:
         await call.caller.pause(500)
         said = await call.say(unfinished)
         await call.until_replying()
@@ -108,7 +108,7 @@ async def test_the_first_audio_is_waiting_in_playout_when_the_turn_is_decided() 
     # playout before the decision, and goes out at it.
     clock = MonotonicClock()
     times = PlayoutTimes(clock)
-    config = patient(2500, complete_at=1.0, incomplete_at=0.999)
+    config = patient(2500, confidence=0.999999, pause_scale_ms=1e6)
     async with open_call(config, clock, times) as call:
         await call.caller.pause(500)
         said = await call.say(clip("sb_spk2_snt1").audio())  # "we are sure that one war is enough"

@@ -5,6 +5,7 @@ paused clip through the real pipeline."""
 from __future__ import annotations
 
 import json
+import math
 import subprocess
 import sys
 from pathlib import Path
@@ -14,7 +15,6 @@ import numpy as np
 import pytest
 
 from cadence.pipeline.config import EndOfTurnConfig
-from cadence.pipeline.end_of_turn import end_of_turn_wait_ms
 from cadence.pipeline.tracing import CALLER_MEASURED, AnchorEvent, TurnTrace, utterance_outcome
 from cadence.tooling.bench.interruptions import (
     noise_sounds,
@@ -26,8 +26,9 @@ from cadence.tooling.bench.pause_points import read_words
 from cadence.tooling.bench.paused_clips import make_paused_clips
 from cadence.tooling.bench.tradeoff import (
     PausedCase,
-    adaptive_curve,
     at_setting,
+    continuous_curve,
+    field_figures,
     fixed_curve,
     in_bucket,
 )
@@ -49,7 +50,7 @@ from cadence.tooling.bench.turn_taking_report import write_turn_taking
 from cadence.voice.audio import level_db
 
 SPEECH = Path(__file__).parent / "data" / "speech"
-OPTIONS = EndOfTurnConfig(min_wait_ms=200, max_wait_ms=1500, complete_at=0.7, incomplete_at=0.2)
+OPTIONS = EndOfTurnConfig(min_wait_ms=200, max_wait_ms=1500, confidence=0.9, pause_scale_ms=200)
 
 
 def _cases(ps: list[float]) -> list[PausedCase]:
@@ -63,46 +64,60 @@ def _cases(ps: list[float]) -> list[PausedCase]:
 # ---------------------------------------------------------------------------------- the curve
 
 
-def test_the_wait_rule_is_min_wait_when_complete_max_wait_when_not_linear_between() -> None:
-    assert end_of_turn_wait_ms(0.9, OPTIONS) == 200
-    assert end_of_turn_wait_ms(0.7, OPTIONS) == 200
-    assert end_of_turn_wait_ms(0.2, OPTIONS) == 1500
-    assert end_of_turn_wait_ms(0.0, OPTIONS) == 1500
-    assert end_of_turn_wait_ms(0.45, OPTIONS) == pytest.approx(850)
+def _wait(p: float, confidence: float) -> float:
+    """The continuous rule at OPTIONS, written out: 200 ms a unit of log-odds short."""
+
+    def logit(x: float) -> float:
+        return math.log(x / (1 - x))
+
+    return min(max(200 * (logit(confidence) - logit(p)), 200.0), 1500.0)
 
 
 def test_a_fixed_wait_answers_into_every_pause_longer_than_it() -> None:
     curve = fixed_curve(_cases([0.0] * 5), [0.9, 0.9], waits_ms=[100, 600, 1000, 1500, 2000])
-    rates = {p.setting_ms: p.talk_over_rate for p in curve.points}
+    rates = {p.setting: p.talk_over_rate for p in curve.points}
     assert rates == {100: 1.0, 600: 3 / 5, 1000: 1 / 5, 1500: 0.0, 2000: 0.0}
-    assert all(p.mean_wait_ms == p.setting_ms == p.p90_wait_ms for p in curve.points)
+    assert all(p.median_wait_ms == p.setting == p.p90_wait_ms for p in curve.points)
     # A silence exactly as long as the wait is not answered into (the speech resumes first).
     assert curve.needed is not None
-    assert curve.needed.setting_ms == 1500
+    assert curve.needed.setting == 1500
     assert (curve.cases, curve.complete_turns) == (5, 2)
 
 
-def test_the_adaptive_rule_waits_by_p_and_reports_the_smallest_max_wait_under_5_percent() -> None:
-    # Pauses whose transcript scores low wait long; the one scoring complete is answered into.
+def test_the_continuous_rule_is_swept_over_its_confidence() -> None:
+    # Every pause scores 0.1: at confidence c each waits 200·(logit c − logit 0.1), so the
+    # pauses longer than that are cut off.
     cases = _cases([0.1, 0.1, 0.1, 0.1, 0.1])
-    complete = [0.95, 0.95, 0.45]
-    curve = adaptive_curve(cases, complete, OPTIONS, max_waits_ms=[100, 200, 1000, 1500, 1600])
-    assert [p.setting_ms for p in curve.points] == [200, 1000, 1500, 1600]  # 100 < min_wait
-    by = {p.setting_ms: p for p in curve.points}
-    assert by[1000].talk_over_rate == 1 / 5  # the 1.5 s pause (1.0 s ends as the wait does)
-    assert by[1500].talk_over_rate == 0.0
+    ends = [0.95, 0.95, 0.45]
+    curve = continuous_curve(cases, ends, OPTIONS, confidences=[0.5, 0.9, 0.99, 0.999])
+    by = {p.setting: p for p in curve.points}
+    assert _wait(0.1, 0.5) == pytest.approx(439.4, abs=0.1)  # cuts off 500, 700, 1000, 1500
+    assert by[0.5].talk_over_rate == 4 / 5
+    assert by[0.9].talk_over_rate == 2 / 5  # 879 ms: 1000 and 1500
+    assert by[0.99].talk_over_rate == 1 / 5  # 1,358 ms: 1500
+    assert by[0.999].talk_over_rate == 0.0  # capped at 1,500: a silence as long is not cut
     assert curve.needed is not None
-    assert curve.needed.setting_ms == 1500
-    # Complete turns pay 200, 200 and, at P 0.45, half-way: 200 + 0.5 * 1300.
-    assert by[1500].mean_wait_ms == pytest.approx((200 + 200 + 850) / 3)
-    # p90 of 200, 200, 850 by linear interpolation: rank 0.9 × 2 = 1.8, 200 + 0.8 × 650.
-    assert by[1500].p90_wait_ms == pytest.approx(720)
-    # A prefix the model takes for complete waits min_wait whatever max_wait is.
-    fooled = adaptive_curve(_cases([0.1, 0.1, 0.1, 0.1, 0.9]), complete, OPTIONS)
+    assert curve.needed.setting == 0.999
+    # The turns that ended pay the rule's wait at their P: median of three, and the mean.
+    paid = sorted(_wait(p, 0.999) for p in ends)
+    assert by[0.999].median_wait_ms == pytest.approx(paid[1])
+    assert by[0.999].mean_wait_ms == pytest.approx(sum(paid) / 3)
+    # A pause the model takes for the end is cut off at every confidence but the highest.
+    fooled = continuous_curve(_cases([0.1, 0.1, 0.1, 0.1, 0.999]), ends, OPTIONS, [0.5, 0.9])
     assert fooled.needed is None
-    assert all(p.talk_overs >= 1 for p in fooled.points)
-    point = at_setting(cases, complete, OPTIONS)
-    assert (point.setting_ms, point.talk_over_rate) == (1500, 0.0)
+    point = at_setting(cases, ends, OPTIONS)
+    assert (point.setting, point.talk_over_rate) == (0.9, 2 / 5)
+
+
+def test_the_field_reads_cut_offs_within_a_wait_and_the_wait_within_cut_offs() -> None:
+    curve = fixed_curve(_cases([0.0] * 5), [0.9], waits_ms=[100, 300, 600, 1000, 1500])
+    figures = field_figures(curve)
+    assert figures["cut_offs_at_300_ms"] == 4 / 5  # W 300: pauses of 500 ms and more
+    assert figures["cut_offs_at_600_ms"] == 3 / 5
+    assert figures["wait_at_5_percent_ms"] == 1500  # 1,000 still cuts the 1.5 s pause: 20 %
+    assert figures["wait_at_10_percent_ms"] == 1500
+    never = field_figures(fixed_curve(_cases([0.0] * 5), [0.9], waits_ms=[100, 200]))
+    assert never["wait_at_5_percent_ms"] is None
 
 
 def test_the_target_bucket_is_half_a_second_to_a_second() -> None:
@@ -112,10 +127,11 @@ def test_the_target_bucket_is_half_a_second_to_a_second() -> None:
 def test_the_tradeoff_figures_have_both_rules_over_every_pause_and_the_target_bucket() -> None:
     figures = tradeoff_figures(_cases([0.1] * 5), [0.9], OPTIONS)
     assert set(figures) == {"all", "target_bucket"}
-    assert set(figures["all"]) == {"fixed", "adaptive", "at_setting"}
+    assert set(figures["all"]) == {"fixed", "continuous", "at_setting", "field", "pauses"}
+    assert set(figures["all"]["field"]) == {"fixed", "continuous"}
     assert figures["target_bucket"]["fixed"]["cases"] == 3
     without_model = tradeoff_figures(_cases([0.0] * 5), None, OPTIONS)
-    assert set(without_model["all"]) == {"fixed"}
+    assert set(without_model["all"]) == {"fixed", "field", "pauses"}
 
 
 def test_the_offline_cases_decode_each_prefix_once_and_use_the_vad_silence(
@@ -137,14 +153,17 @@ def test_the_offline_cases_decode_each_prefix_once_and_use_the_vad_silence(
         decoded.append(len(pcm))
         return "mend the coat before" if len(decoded) > 1 else "mend the coat before you go out"
 
-    cases, complete, prefixes = offline_cases(clips, transcribe, lambda t: len(t) / 100)
-    assert len(decoded) == 2  # the complete clip, and one prefix for both pause lengths
+    cases, complete, prefixes = offline_cases(clips, transcribe, lambda t, agent: len(t) / 100)
+    inserted = [c for c in cases if c.inserted]
+    own = [c for c in cases if not c.inserted]
+    # The complete clip, each of the speaker's own pauses, and one prefix for both lengths.
+    assert len(decoded) == 2 + len(own)
     paused = [r for r in made if r["kind"] == "paused"]
-    assert decoded[1] == round(float(paused[0]["pause_at_s"]) * 16000)
-    assert [c.silence_ms for c in cases] == [1000 * float(r["silence_s"]) for r in paused]
-    assert [c.p for c in cases] == [len("mend the coat before") / 100] * 2
+    assert decoded[-1] == round(float(paused[0]["pause_at_s"]) * 16000)
+    assert [c.silence_ms for c in inserted] == [1000 * float(r["silence_s"]) for r in paused]
+    assert [c.p for c in inserted] == [len("mend the coat before") / 100] * 2
     assert complete == [Heard("sb_spk2_snt4", "mend the coat before you go out", 0.31)]
-    assert len(prefixes) == 1
+    assert len(prefixes) == 1 + len(own)
 
 
 # ---------------------------------------------------------------------------------- live
@@ -321,7 +340,8 @@ def test_the_report_has_its_files_and_sections(tmp_path: Path) -> None:
     assert json.loads((tmp_path / JSON_FILE).read_text()) == report
     markdown = (tmp_path / MARKDOWN_FILE).read_text()
     for text in ("## direct", "**0.5–1 s**", "False interruptions", "The trade-off",
-                 "fixed wait: W = 1,500 ms", "adaptive wait: max_wait_ms = 1,500 ms",
+                 "fixed wait: W = 1,500 ms", "continuous wait: confidence",
+                 "cut-offs at a 300 ms wait",
                  "outside its training domains", "reference_complete"):  # fmt: skip
         assert text in markdown, text
     assert (tmp_path / PLOT_FILE).read_bytes()[:4] == b"\x89PNG"

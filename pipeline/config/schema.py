@@ -123,11 +123,13 @@ class VADConfig(Options):
 
 
 class EndOfTurnConfig(Options):
-    """When a silence ends the caller's turn. The wait follows P(the utterance is complete):
-    `min_wait_ms` of silence when the transcript clearly ends the turn, `max_wait_ms` when it
-    clearly does not, in proportion between — while speculative STT and generation run on, so
-    a complete turn pays nothing for the care taken with an incomplete one. The VAD's
-    `endpoint_silence_ms` is the floor: the transcript is final only then."""
+    """When a silence ends the caller's turn. The wait is continuous in the calibrated
+    P(the utterance is complete): the silence after which a turn that sounded this complete is
+    over with `confidence`, given how long mid-turn pauses last (`pause_scale_ms`) —
+    `pause_scale_ms` × (logit(`confidence`) − logit(P)), kept within `min_wait_ms` …
+    `max_wait_ms` — while speculative STT and generation run on, so a complete turn pays
+    nothing for the care taken with an incomplete one. The VAD's `endpoint_silence_ms` is the
+    floor: the transcript is final only then."""
 
     model: Literal["lm", "text", "punctuation", "silence"] = "lm"
     """`lm`: the pretrained language model (`models.lm`) reads the transcript after the
@@ -136,23 +138,22 @@ class EndOfTurnConfig(Options):
     complete only if whisper ended a sentence (`.`, `?`, `!`); `silence`: every utterance is
     complete — the VAD's silence alone decides."""
     min_wait_ms: int = Field(200, ge=0)
-    """Silence after the end of speech that a clearly complete turn waits."""
-    max_wait_ms: int = Field(1200, ge=0)
+    """The least silence after the end of speech that ends a turn, however complete."""
+    max_wait_ms: int = Field(1500, ge=0)
     """Silence that ends any turn, however unfinished it sounds."""
-    complete_at: float = Field(0.85, ge=0.0, le=1.0)
-    """P(complete) at or above which the wait is `min_wait_ms`."""
-    incomplete_at: float = Field(0.75, ge=0.0, le=1.0)
-    """P(complete) at or below which the wait is `max_wait_ms`. The defaults are the least
-    waiting (mean over complete turns) that keeps mid-sentence pauses of 0.5–1 s under 3 %
-    talk-overs, in process and over the phone, on the turn-taking benchmark's clips with the
-    language model (docs/end-of-turn.md); the text model's were 1,500 ms, 0.9 and 0.5."""
+    confidence: float = Field(0.9, gt=0.0, lt=1.0)
+    """How sure the wait makes the engine that the turn is over: P(over | its words, the
+    silence so far) at the commit. Higher waits longer and cuts off fewer pauses; the
+    default is chosen on the turn-taking bench's curve (docs/end-of-turn.md)."""
+    pause_scale_ms: float = Field(150.0, gt=0.0)
+    """How fast the doubt left by a mid-turn pause decays: the mean length of mid-turn pauses
+    beyond the shortest (they fall off exponentially), fit on the bench's clips. Each unit
+    of log-odds the words leave short of `confidence` costs this much silence."""
 
     @model_validator(mode="after")
     def _ordered(self) -> EndOfTurnConfig:
         if self.min_wait_ms > self.max_wait_ms:
             raise ValueError("min_wait_ms must not exceed max_wait_ms")
-        if self.incomplete_at >= self.complete_at:
-            raise ValueError("incomplete_at must be below complete_at")
         return self
 
 
@@ -166,6 +167,12 @@ class InterruptionConfig(Options):
     max_backchannel_ms: int = Field(1200, ge=100)
     """Caller speech still going on this long after it began cuts the paused reply without
     waiting for its transcript: nobody says "uh-huh" for longer."""
+    yield_within_ms: int = Field(300, ge=0)
+    """Caller speech that begins when no more than this much of a committed reply has been
+    heard was not an answer to it — nobody reacts to a syllable that fast — but the caller's
+    turn going on after a pause: the reply yields at once, is taken back, and the caller's
+    words join the turn they continue (counted as `yielded` in the reports). 0: only a reply
+    not heard at all yields."""
 
 
 class TurnConfig(Options):

@@ -97,8 +97,11 @@ class TurnTraceObserver:
             case TurnCommittedFrame() if source == "turn":
                 self._commit(frame)
             case TurnWithdrawnFrame() if source == "turn" and frame.reply_index == self._committed:
-                # Committed too early: the caller went on. Kept, marked, out of the latencies.
+                # Committed too early: the caller went on. Kept, marked, out of the latencies;
+                # a reply heard for a moment before it yielded is still talked over.
                 self._tracer.annotate("withdrawn", True)
+                if frame.heard_ms > 0:
+                    self._tracer.annotate("yielded_after_ms", round(frame.heard_ms, 1))
                 self._close()
                 self._speech_start_ms = self._committed_speech_start
             case BargeInFrame() if source == "turn" and frame.reply_index == self._committed:

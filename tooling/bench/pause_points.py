@@ -202,9 +202,23 @@ def find_cut(pcm: PCM16, sample_rate: int, words: Sequence[Word], boundary: int)
 def engine_silence_s(
     pcm: PCM16, sample_rate: int, at_s: float, vad: VADConfig | None = None
 ) -> float:
-    """The silence around ``at_s`` as the engine measures its wait: from the end of speech its
-    endpointer dates (webrtcvad and ``Endpointer`` as configured, tail trim included) to where
-    speech resumes (back-dated to its first voiced frame); 0 if it hears none there."""
+    """The silence around ``at_s`` as the engine measures its wait (:func:`engine_pauses`);
+    0 if it hears none there."""
+    at_ms = 1000.0 * at_s
+    pauses, _ = engine_pauses(pcm, sample_rate, vad)
+    for start_ms, end_ms in pauses:
+        if start_ms <= at_ms <= end_ms:
+            return round((end_ms - start_ms) / 1000.0, 3)
+    return 0.0
+
+
+def engine_pauses(
+    pcm: PCM16, sample_rate: int, vad: VADConfig | None = None
+) -> tuple[list[tuple[float, float]], float | None]:
+    """Every pause inside the speech of ``pcm`` as the engine hears it — (start, end) in ms,
+    from the end of speech its endpointer dates (webrtcvad and ``Endpointer`` as configured,
+    tail trim included, ``pause_ms`` of silence at least) to where speech resumes (back-dated
+    to its first voiced frame) — and where the last speech ended (``None``: no speech)."""
     settings = vad or VADConfig()
     detector = make_voice_detector(
         "webrtc", sample_rate=sample_rate, frame_ms=settings.frame_ms, mode=settings.mode
@@ -217,16 +231,21 @@ def engine_silence_s(
         max_utterance_ms=1e12,
         tail_trim_db=settings.tail_trim_db,
     )
-    size, at_ms = detector.frame_samples, 1000.0 * at_s
+    size = detector.frame_samples
+    pauses: list[tuple[float, float]] = []
     paused_at: float | None = None
+    spoke = False
     for start in range(0, len(pcm) - size + 1, size):
         frame = pcm[start : start + size]
         begin = 1000.0 * start / sample_rate
         for event in endpointer.update(detector.is_speech(frame), begin, level_db(frame)):
-            if event.kind is VADEventKind.PAUSE_START:
+            if event.kind is VADEventKind.SPEECH_START:
+                spoke = True
+            elif event.kind is VADEventKind.PAUSE_START:
                 paused_at = event.at_ms
             elif event.kind is VADEventKind.SPEECH_RESUMED and paused_at is not None:
-                if paused_at <= at_ms <= event.at_ms:
-                    return round((event.at_ms - paused_at) / 1000.0, 3)
+                pauses.append((paused_at, event.at_ms))
                 paused_at = None
-    return 0.0
+    if not spoke:
+        return [], None
+    return pauses, paused_at if paused_at is not None else 1000.0 * len(pcm) / sample_rate

@@ -1,27 +1,32 @@
-"""The turn-taking trade-off, offline: how often a wait rule answers into a mid-sentence pause,
-against the wait every complete turn pays — for any setting, with no rerun of the pipeline.
+"""The turn-taking trade-off, offline, measured the way the field measures it: at every pause
+of the caller's, how often a wait rule answers into a pause the caller was going to speak
+after (a *false cut-off*), against the wait it adds after the turns that really ended — for
+any setting, with no rerun of the pipeline.
 
-Each paused clip gives one case: the silence of its pause as the engine measures its wait
+Each mid-turn pause gives one case: its silence as the engine measures its wait
 (``silence_ms``: from the end of speech the endpointer dates to where speech resumes) and
-P(complete) of what the engine would have heard by then (``p``: the text model's score of
-whisper's transcript of the audio before the pause). Each complete clip
-gives P of whisper's transcript of all of it. A rule answers into a pause when its wait at
-that P is shorter than the silence — the commit comes while the caller is still in the pause
-(whether the reply is then heard before the caller goes on, or withdrawn unheard, depends on
-how fast it comes; either way the rule gave the turn away). A complete turn pays the rule's
-wait at its P.
+P(complete) of what the engine would have heard by then (``p``: the end-of-turn model's score
+of whisper's transcript of the audio before the pause). Each true end of a turn gives the P
+of whisper's transcript of all of it. A rule cuts off a pause when its wait at that P is
+shorter than the silence — the commit comes while the caller is still in the pause (whether
+the reply is then heard before the caller goes on, or withdrawn unheard, depends on how fast
+it comes; either way the rule gave the turn away). A turn that ended pays the rule's wait at
+its P.
 
 * **Fixed**: wait W of VAD silence whatever was said (no model), for W from 100 to 2000 ms.
-* **Adaptive**: ``end_of_turn_wait_ms(p, options)`` — the runtime's own rule
-  (``cadence.pipeline.end_of_turn``): ``min_wait_ms`` at P ≥ ``complete_at``, ``max_wait_ms``
-  at P ≤ ``incomplete_at``, linear between — swept over ``max_wait_ms``.
+* **Continuous**: ``end_of_turn_wait_ms(p, options)`` — the runtime's own rule
+  (``cadence.pipeline.end_of_turn``), swept over its one knob, ``confidence``.
 
-For each rule, the smallest wait (W; or ``max_wait_ms``, with the mean and p90 that complete
-turns then pay) that keeps the talk-over rate under ``TARGET_RATE``.
+Read as LiveKit's eot-bench reads its curves (:func:`field_figures`): the false cut-off rate
+within a wait budget (300 and 600 ms: the least rate of any setting whose median wait is
+within it), and the wait a cut-off budget costs (5 % and 10 %: the least median wait of any
+setting within it). Also, for each rule, the smallest setting that keeps cut-offs under
+``TARGET_RATE`` (``needed``).
 """
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 from typing import Any
@@ -33,9 +38,12 @@ from cadence.pipeline.config import EndOfTurnConfig
 from cadence.pipeline.end_of_turn import end_of_turn_wait_ms
 
 TARGET_RATE = 0.05
-"""Issue 17's target: at most 5 % of mid-sentence pauses answered into."""
-FIXED_WAITS_MS = tuple(range(100, 2001, 50))
-MAX_WAITS_MS = tuple(range(200, 3001, 50))
+"""At most 5 % of mid-turn pauses cut off."""
+FIXED_WAITS_MS = tuple(range(100, 2001, 25))
+CONFIDENCES = tuple(round(1 / (1 + math.exp(-z / 8)), 6) for z in range(-16, 81))
+"""``confidence`` from 0.12 to 0.99995, evenly in log-odds (eighths)."""
+WAIT_BUDGETS_MS = (300, 600)
+CUT_OFF_BUDGETS = (0.05, 0.10)
 TARGET_BUCKET_S = (0.5, 1.0)
 """The pause lengths issue 17's target is about (inclusive)."""
 
@@ -48,17 +56,20 @@ class PausedCase:
     """The pause's silence, as the engine measures its wait (``silence_s`` of the manifest)."""
     p: float
     """P(complete) of the transcript at the pause."""
+    inserted: bool = True
+    """A pause the bench put in the clip (else one of the speaker's own)."""
 
 
 @dataclass(frozen=True)
 class CurvePoint:
-    setting_ms: float
-    """W for the fixed rule, ``max_wait_ms`` for the adaptive one."""
+    setting: float
+    """W (ms) for the fixed rule, ``confidence`` for the continuous one."""
     talk_over_rate: float | None
-    """Share of the paused cases answered into (``None`` without any)."""
+    """Share of the mid-turn pauses cut off (``None`` without any)."""
     talk_overs: int
+    median_wait_ms: float | None
+    """Median wait paid by the turns that ended (``None`` without any)."""
     mean_wait_ms: float | None
-    """Mean wait paid by the complete turns (``None`` without any)."""
     p90_wait_ms: float | None
 
 
@@ -92,9 +103,10 @@ def _point(
     hits = sum(answered_into(w, c) for w, c in zip(waits_paused, cases, strict=True))
     paid = np.asarray(waits_complete, np.float64)
     return CurvePoint(
-        setting_ms=float(setting),
+        setting=float(setting),
         talk_over_rate=_rate(hits, len(cases)),
         talk_overs=hits,
+        median_wait_ms=percentile(paid, 50) if len(paid) else None,
         mean_wait_ms=float(paid.mean()) if len(paid) else None,
         p90_wait_ms=percentile(paid, 90) if len(paid) else None,
     )
@@ -117,43 +129,61 @@ def fixed_curve(
     return Curve("fixed", points, len(cases), len(complete_p), _needed(points))
 
 
-def adaptive_curve(
+def continuous_curve(
     cases: Sequence[PausedCase],
     complete_p: Sequence[float],
     options: EndOfTurnConfig,
-    max_waits_ms: Sequence[int] = MAX_WAITS_MS,
+    confidences: Sequence[float] = CONFIDENCES,
 ) -> Curve:
-    """The adaptive rule with ``options``' ``min_wait_ms``, ``complete_at`` and
-    ``incomplete_at``, for each ``max_wait_ms`` of ``max_waits_ms`` (those below
-    ``min_wait_ms`` are skipped)."""
+    """The continuous rule with ``options``' other settings, for each ``confidence``."""
     points = []
-    for top in max_waits_ms:
-        if top < options.min_wait_ms:
-            continue
-        rule = options.model_copy(update={"max_wait_ms": int(top)})
+    for confidence in confidences:
+        rule = options.model_copy(update={"confidence": float(confidence)})
         points.append(
             _point(
-                top,
+                confidence,
                 [end_of_turn_wait_ms(c.p, rule) for c in cases],
                 cases,
                 [end_of_turn_wait_ms(p, rule) for p in complete_p],
             )
         )
-    return Curve("adaptive", points, len(cases), len(complete_p), _needed(points))
+    return Curve("continuous", points, len(cases), len(complete_p), _needed(points))
 
 
 def at_setting(
     cases: Sequence[PausedCase], complete_p: Sequence[float], options: EndOfTurnConfig
 ) -> CurvePoint:
-    """The adaptive rule at exactly ``options``."""
+    """The continuous rule at exactly ``options``."""
     return _point(
-        options.max_wait_ms,
+        options.confidence,
         [end_of_turn_wait_ms(c.p, options) for c in cases],
         cases,
         [end_of_turn_wait_ms(p, options) for p in complete_p],
     )
 
 
+def field_figures(curve: Curve) -> dict[str, Any]:
+    """eot-bench's two readings of a curve: the least cut-off rate within each wait budget
+    (median wait ≤ 300 / 600 ms), and the least median wait within each cut-off budget
+    (≤ 5 % / 10 %); ``None`` where no setting of the sweep meets the budget."""
+    points = [p for p in curve.points if p.talk_over_rate is not None and p.median_wait_ms]
+    out: dict[str, Any] = {}
+    for budget_ms in WAIT_BUDGETS_MS:
+        within = [
+            p for p in points if p.median_wait_ms is not None and p.median_wait_ms <= budget_ms
+        ]
+        best = min(within, key=lambda p: (p.talk_over_rate, p.median_wait_ms), default=None)
+        out[f"cut_offs_at_{budget_ms}_ms"] = None if best is None else best.talk_over_rate
+    for budget in CUT_OFF_BUDGETS:
+        within = [p for p in points if p.talk_over_rate is not None and p.talk_over_rate <= budget]
+        best = min(within, key=lambda p: (p.median_wait_ms, p.talk_over_rate), default=None)
+        out[f"wait_at_{round(100 * budget)}_percent_ms"] = (
+            None if best is None else best.median_wait_ms
+        )
+    return out
+
+
 def in_bucket(case: PausedCase, bucket: tuple[float, float] = TARGET_BUCKET_S) -> bool:
+    """An inserted pause of a length in ``bucket``."""
     low, high = bucket
-    return low - 1e-9 <= case.pause_s <= high + 1e-9
+    return case.inserted and low - 1e-9 <= case.pause_s <= high + 1e-9

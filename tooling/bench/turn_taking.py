@@ -75,6 +75,8 @@ class TurnClip:
     pause_s: float | None = None
     prefix_text: str | None = None
     silence_s: float | None = None
+    agent: str | None = None
+    """What the agent said before the caller's words (``make-turn-clips``' clips)."""
 
     @property
     def id(self) -> str:
@@ -104,6 +106,7 @@ def read_turn_manifest(path: Path) -> list[TurnClip]:
                 float(row["pause_s"]) if paused else None,
                 row.get("prefix_text"),
                 float(row["silence_s"]) if row.get("silence_s") is not None else None,
+                row.get("agent"),
             )
         )
     return result
@@ -144,7 +147,10 @@ class PausedClipResult:
     into_pause: bool
     """Talked over at or after the inserted pause (not at a pause of the clip's own)."""
     withdrawn: int
-    """Early commits taken back unheard."""
+    """Early commits taken back (unheard, or yielded after a moment)."""
+    yielded: int = 0
+    """Of them, replies heard for a moment that yielded when the caller went on: still
+    talked over (the caller heard them), counted apart so the report says how briefly."""
 
 
 def _heard_in_clip_s(turns: Sequence[TurnTrace], speech_end_in_clip_ms: float) -> float | None:
@@ -206,6 +212,7 @@ def _complete_figures(per_clip: Mapping[str, Sequence[TurnTrace]]) -> dict[str, 
         "turns": len(turns),
         "outcomes": {str(o): outcomes.get(str(o), 0) for o in TurnOutcome},
         "clip_outcomes": dict(sorted(clip_outcomes.items())),
+        "yielded": _yielded(turns),
         "voice_to_voice_ms": {"count": len(v2v)} | percentiles(v2v, (50, 90)),
     }
 
@@ -221,8 +228,14 @@ def _paused_result(clip: TurnClip, turns: Sequence[TurnTrace], end_ms: float) ->
         outcome=str(utterance_outcome(turns)),
         heard_at_s=None if heard is None else round(heard, 3),
         into_pause=heard is not None and heard >= clip.pause_at_s - 0.02,
-        withdrawn=sum(turn_outcome(t) is TurnOutcome.WITHDRAWN for t in turns),
+        withdrawn=sum(t.annotations.get("withdrawn") is True for t in turns),
+        yielded=_yielded(turns),
     )
+
+
+def _yielded(turns: Sequence[TurnTrace]) -> int:
+    """Replies that yielded after being heard for a moment (``yield_within_ms``)."""
+    return sum(t.annotations.get("yielded_after_ms") is not None for t in turns)
 
 
 def _bucket(results: Sequence[PausedClipResult]) -> dict[str, Any]:
@@ -233,6 +246,7 @@ def _bucket(results: Sequence[PausedClipResult]) -> dict[str, Any]:
         "talk_over_rate": talked / len(results) if results else None,
         "into_pause": sum(r.into_pause for r in results),
         "withdrawn": sum(r.withdrawn for r in results),
+        "yielded": sum(r.yielded for r in results),
         "answered": sum(r.outcome == "answered" for r in results),
         "unanswered": sum(r.outcome == "unanswered" for r in results),
         "failed": sum(r.outcome == "failed" for r in results),

@@ -13,13 +13,19 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from cadence.llm.pretrained import PretrainedModelError
-from cadence.pipeline.config import CadenceConfig, EndOfTurnConfig
+from cadence.pipeline.config import CadenceConfig, EndOfTurnConfig, VADConfig
 from cadence.pipeline.model_loading import load_stt, load_turn_end_model
-from cadence.tooling.bench.pause_points import UNFINISHED, ends_sentence, normalised
+from cadence.tooling.bench.pause_points import (
+    UNFINISHED,
+    ends_sentence,
+    engine_pauses,
+    normalised,
+)
 from cadence.tooling.bench.tradeoff import (
     PausedCase,
-    adaptive_curve,
     at_setting,
+    continuous_curve,
+    field_figures,
     fixed_curve,
     in_bucket,
 )
@@ -60,49 +66,71 @@ def engine_audio(clip: TurnClip, telephone: bool) -> PCM16:
 def offline_cases(
     clips: Sequence[TurnClip],
     transcribe: Callable[[PCM16], str],
-    score: Callable[[str], float] | None,
+    score: Callable[[str, str | None], float] | None,
     *,
     telephone: bool = False,
+    vad: VADConfig | None = None,
 ) -> tuple[list[PausedCase], list[Heard], list[Heard]]:
-    """The paused cases of the curve, whisper on every complete clip, and whisper on the audio
-    before each pause (one decode per source and cut: the pause lengths share it). Without
-    ``score``, the cases' P is 0 and the heard texts carry none."""
+    """Every mid-turn pause of the clips as a case — the speaker's own pauses in each complete
+    clip (as the engine's VAD hears them) and the pause inserted into each paused clip —
+    whisper on every complete clip (its true end), and whisper on the audio before each pause
+    (one decode per source and cut: the inserted pause lengths share it). Without ``score``,
+    the cases' P is 0 and the heard texts carry none."""
     complete: list[Heard] = []
     prefixes: dict[tuple[str, float], Heard] = {}
     cases: list[PausedCase] = []
+
+    def heard(clip: TurnClip, audio: PCM16) -> Heard:
+        text = transcribe(audio)
+        return Heard(clip.id, text, score(text, clip.agent) if score else None)
+
+    def heard_before(clip: TurnClip, key: tuple[str, float], audio: PCM16, at_s: float) -> Heard:
+        if key not in prefixes:
+            prefixes[key] = heard(clip, audio[: round(at_s * SPEECH_RATE)])
+        return prefixes[key]
+
     for clip in clips:
+        audio = engine_audio(clip, telephone)
         if clip.kind == "complete":
-            text = transcribe(engine_audio(clip, telephone))
-            complete.append(Heard(clip.id, text, score(text) if score else None))
+            complete.append(heard(clip, audio))
+            pauses, _ = engine_pauses(audio, SPEECH_RATE, vad)
+            for start_ms, end_ms in pauses:
+                heard_at = heard_before(clip, (clip.id, start_ms), audio, start_ms / 1000.0)
+                silence_ms = end_ms - start_ms
+                cases.append(
+                    PausedCase(clip.id, silence_ms / 1000.0, silence_ms, heard_at.p or 0.0, False)
+                )
             continue
         assert clip.pause_at_s is not None
         assert clip.pause_s is not None
-        key = (clip.source_id, clip.pause_at_s)
-        if key not in prefixes:
-            audio = engine_audio(clip, telephone)
-            text = transcribe(audio[: round(clip.pause_at_s * SPEECH_RATE)])
-            prefixes[key] = Heard(clip.id, text, score(text) if score else None)
-        heard = prefixes[key]
+        heard_at = heard_before(clip, (clip.source_id, clip.pause_at_s), audio, clip.pause_at_s)
         silence = clip.silence_s if clip.silence_s is not None else clip.pause_s
-        cases.append(PausedCase(clip.id, clip.pause_s, 1000.0 * silence, heard.p or 0.0))
+        cases.append(PausedCase(clip.id, clip.pause_s, 1000.0 * silence, heard_at.p or 0.0))
     return cases, complete, list(prefixes.values())
 
 
 def tradeoff_figures(
     cases: Sequence[PausedCase], complete_p: Sequence[float] | None, options: EndOfTurnConfig
 ) -> dict[str, Any]:
-    """Both rules' curves over every paused case and over the target bucket; the adaptive
-    rule (and the configured setting) only with the text model's P."""
+    """Both rules' curves and the field's readings of them, over every mid-turn pause and
+    over the inserted pauses of the target bucket; the continuous rule (and the configured
+    setting) only with a model's P."""
     result: dict[str, Any] = {}
     waits = list(complete_p) if complete_p is not None else []
     for name, chosen in (
         ("all", list(cases)),
         ("target_bucket", [c for c in cases if in_bucket(c)]),
     ):
-        curves: dict[str, Any] = {"fixed": fixed_curve(chosen, waits).as_dict()}
+        fixed = fixed_curve(chosen, waits)
+        curves: dict[str, Any] = {"fixed": fixed.as_dict()}
+        field: dict[str, Any] = {"fixed": field_figures(fixed)}
         if complete_p is not None:
-            curves["adaptive"] = adaptive_curve(chosen, waits, options).as_dict()
+            continuous = continuous_curve(chosen, waits, options)
+            curves["continuous"] = continuous.as_dict()
             curves["at_setting"] = asdict(at_setting(chosen, waits, options))
+            field["continuous"] = field_figures(continuous)
+        curves["field"] = field
+        curves["pauses"] = {"count": len(chosen), "own": sum(not c.inserted for c in chosen)}
         result[name] = curves
     return result
 
@@ -188,10 +216,11 @@ def text_model_accuracy(
 
 @dataclass(frozen=True)
 class Scorer:
-    """An end-of-turn model as the offline report uses it: P(complete) of a transcript (no
-    agent turn: the clips answer nothing), and the threshold its accuracy is counted at."""
+    """An end-of-turn model as the offline report uses it: P(complete) of a transcript after
+    the agent's words (``None``: the read-speech clips answer nothing), and the threshold its
+    accuracy is counted at."""
 
-    score: Callable[[str], float]
+    score: Callable[[str, str | None], float]
     threshold: float
 
 
@@ -218,7 +247,9 @@ def offline_report(
     runs: list[tuple[str, Scorer | None]] = [*scorers.items()] or [("no", None)]
     for name, scorer in runs:
         score = None if scorer is None else scorer.score
-        cases, complete, prefixes = offline_cases(clips, transcribe, score, telephone=telephone)
+        cases, complete, prefixes = offline_cases(
+            clips, transcribe, score, telephone=telephone, vad=config.vad
+        )
         complete_p = None if scorer is None else [h.p or 0.0 for h in complete]
         figures = tradeoff_figures(cases, complete_p, config.turn.end_of_turn)
         figures["cases"] = [asdict(c) for c in cases]
@@ -228,7 +259,11 @@ def offline_report(
         if scorer is not None:
             references = [c.clip.text for c in clips if c.kind == "complete"]
             accuracy = text_model_accuracy(
-                scorer.score, scorer.threshold, references, complete, prefixes
+                lambda text: scorer.score(text, None),  # noqa: B023 (called within the loop)
+                scorer.threshold,
+                references,
+                complete,
+                prefixes,
             )
         out[name] = (figures, accuracy)
     return out
@@ -242,12 +277,14 @@ def end_of_turn_scorers(config: CadenceConfig) -> tuple[dict[str, Scorer], dict[
     try:
         lm = load_turn_end_model(config.models.lm)
         session = lm.session()
-        scorers["lm"] = Scorer(lambda text: session.probability(text), lm.calibration.threshold)
+        scorers["lm"] = Scorer(session.probability, lm.calibration.threshold)
     except PretrainedModelError as exc:
         errors["lm"] = str(exc)
     text_model, error = load_text_model()
     if text_model is not None:
-        scorers["text"] = Scorer(lambda text: text_model.score(text), text_model.threshold)
+        scorers["text"] = Scorer(
+            lambda text, agent: text_model.score(text, agent_text=agent), text_model.threshold
+        )
     if error is not None:
         errors["text"] = error
     return scorers, errors

@@ -51,17 +51,29 @@ def _history(text: str | None) -> str:
 def _needed_line(curve: Mapping[str, Any], rule: str) -> str:
     needed = curve.get("needed")
     if needed is None:
-        return f"{rule}: no setting in the sweep keeps talk-overs under {_pct(TARGET_RATE)}"
+        return f"{rule}: no setting in the sweep keeps cut-offs under {_pct(TARGET_RATE)}"
     if curve["rule"] == "fixed":
         return (
-            f"{rule}: W = {_ms(needed['setting_ms'])} ({_pct(needed['talk_over_rate'])} "
-            f"talked over); every complete turn waits {_ms(needed['mean_wait_ms'])}"
+            f"{rule}: W = {_ms(needed['setting'])} ({_pct(needed['talk_over_rate'])} "
+            f"cut off); every turn that ended waits {_ms(needed['median_wait_ms'])}"
         )
     return (
-        f"{rule}: max_wait_ms = {_ms(needed['setting_ms'])} "
-        f"({_pct(needed['talk_over_rate'])} talked over); complete turns wait "
-        f"{_ms(needed['mean_wait_ms'])} on average, p90 {_ms(needed['p90_wait_ms'])}"
+        f"{rule}: confidence {needed['setting']:.4f} ({_pct(needed['talk_over_rate'])} cut "
+        f"off); turns that ended wait {_ms(needed['median_wait_ms'])} (median), mean "
+        f"{_ms(needed['mean_wait_ms'])}, p90 {_ms(needed['p90_wait_ms'])}"
     )
+
+
+def _field_rows(audio: str, curves: Mapping[str, Any]) -> list[str]:
+    """The field's four figures of each rule, one table row each."""
+    rows = []
+    for rule, figures in curves.get("field", {}).items():
+        rows.append(
+            f"| {audio} | {rule} | {_pct(figures['cut_offs_at_300_ms'])} | "
+            f"{_pct(figures['cut_offs_at_600_ms'])} | {_ms(figures['wait_at_5_percent_ms'])} | "
+            f"{_ms(figures['wait_at_10_percent_ms'])} |"
+        )
+    return rows
 
 
 def render_markdown(report: Mapping[str, Any]) -> str:
@@ -81,13 +93,15 @@ def render_markdown(report: Mapping[str, Any]) -> str:
             "",
             f"**Complete clips** ({complete['clips']} clips, {complete['turns']} turns): "
             f"voice-to-voice p50 {_ms(v2v['p50'])}, p90 {_ms(v2v['p90'])} over "
-            f"{v2v['count']} turns answered after the end of speech. Turns: {outcomes or '–'}.",
+            f"{v2v['count']} turns answered after the end of speech. Turns: {outcomes or '–'}; "
+            f"replies that yielded within a syllable when the caller went on (talked over, "
+            f"counted above): {complete.get('yielded', 0)}.",
             "",
             "**Paused clips**: replies heard before the true end of speech.",
             "",
             "| pause | clips | talked over | rate | of them in/after the pause | "
-            "early commits withdrawn | answered after the end |",
-            "|---|---|---|---|---|---|---|",
+            "early commits withdrawn | of them yielded after a moment | answered after the end |",
+            "|---|---|---|---|---|---|---|---|",
         ]
         rows = [*paused["by_pause"], paused["target_bucket"], paused["all"]]
         names = [f"{r['pause_s']} s" for r in paused["by_pause"]] + ["**0.5–1 s**", "all"]
@@ -95,7 +109,7 @@ def render_markdown(report: Mapping[str, Any]) -> str:
             lines.append(
                 f"| {name} | {row['clips']} | {row['talked_over']} | "
                 f"{_pct(row['talk_over_rate'])} | {row['into_pause']} | {row['withdrawn']} | "
-                f"{row['answered']} |"
+                f"{row.get('yielded', 0)} | {row['answered']} |"
             )
         lines.append("")
         false = live.get("false_interruptions")
@@ -123,32 +137,43 @@ def render_markdown(report: Mapping[str, Any]) -> str:
     tradeoff = report.get("tradeoff", {})
     if tradeoff:
         lines += [
-            "## The trade-off (offline)",
+            "## The trade-off (offline), measured as the field measures it",
             "",
-            "A rule answers into a pause when its wait is shorter than the pause's silence "
-            "(as the engine's endpointer measures it); a complete turn pays the rule's wait "
-            "at its P.",
+            "Every pause of the caller's (the speakers' own, as the engine's VAD hears them, "
+            "and the inserted ones) is mid-turn; the end of each clip is the end of the turn. "
+            "A rule cuts off a pause when its wait at the P of what was heard by then is "
+            "shorter than the pause's silence; a turn that ended pays the rule's wait at its P. "
+            "Within a wait budget: the least cut-off rate of any setting whose median wait is "
+            "within it; within a cut-off budget: the least median wait.",
             "",
+            "| audio | rule | cut-offs at a 300 ms wait | at 600 ms | wait at 5 % cut-offs "
+            "| at 10 % |",
+            "|---|---|---|---|---|---|",
         ]
+        for audio, figures in tradeoff.items():
+            if "all" in figures:
+                lines += _field_rows(audio, figures["all"])
+        lines.append("")
         for audio, figures in tradeoff.items():
             for scope, curves in figures.items():
                 if scope not in ("all", "target_bucket"):
                     continue
-                label = "every pause" if scope == "all" else "pauses of 0.5–1 s"
+                label = "every pause" if scope == "all" else "inserted pauses of 0.5–1 s"
                 lines.append(
-                    f"**{audio}, {label}** ({curves['fixed']['cases']} paused, "
-                    f"{curves['fixed']['complete_turns']} complete): the smallest wait under "
-                    f"{_pct(TARGET_RATE)} talk-overs —"
+                    f"**{audio}, {label}** ({curves['fixed']['cases']} pauses, "
+                    f"{curves['fixed']['complete_turns']} ends): the smallest wait under "
+                    f"{_pct(TARGET_RATE)} cut-offs —"
                 )
                 lines.append("")
                 lines.append(f"- {_needed_line(curves['fixed'], 'fixed wait')}")
-                if "adaptive" in curves:
-                    lines.append(f"- {_needed_line(curves['adaptive'], 'adaptive wait')}")
+                if "continuous" in curves:
+                    lines.append(f"- {_needed_line(curves['continuous'], 'continuous wait')}")
                     at = curves["at_setting"]
                     lines.append(
-                        f"- at the configured setting (max_wait_ms {_ms(at['setting_ms'])}): "
-                        f"{_pct(at['talk_over_rate'])} talked over, complete turns wait "
-                        f"{_ms(at['mean_wait_ms'])} on average, p90 {_ms(at['p90_wait_ms'])}"
+                        f"- at the configured setting (confidence {at['setting']:.4f}): "
+                        f"{_pct(at['talk_over_rate'])} cut off, turns that ended wait "
+                        f"{_ms(at['median_wait_ms'])} (median), mean {_ms(at['mean_wait_ms'])}, "
+                        f"p90 {_ms(at['p90_wait_ms'])}"
                     )
                 lines.append("")
         lines += [f"![trade-off]({PLOT_FILE})", ""]
@@ -193,20 +218,22 @@ def tradeoff_plot(tradeoff: Mapping[str, Any]) -> Figure:
     fig = Figure(figsize=(7.5, 4.8))
     ax = fig.add_subplot()
     styles = {"all": "-", "target_bucket": "--"}
-    colors = {"fixed": "C0", "adaptive": "C1"}
+    colors = {"fixed": "C0", "continuous": "C1"}
     drawn = False
     for number, (audio, figures) in enumerate(tradeoff.items()):
         for scope, curves in figures.items():
             if scope not in styles:
                 continue
-            for rule in ("fixed", "adaptive"):
+            for rule in ("fixed", "continuous"):
                 curve = curves.get(rule)
                 if not curve or not curve["points"] or (rule == "fixed" and number > 0):
                     continue  # the fixed wait reads no transcript: one audio path draws it
-                points = [p for p in curve["points"] if p["talk_over_rate"] is not None]
-                if rule == "adaptive":
-                    points = [p for p in points if p["mean_wait_ms"] is not None]
-                xs = [p["mean_wait_ms"] if rule == "adaptive" else p["setting_ms"] for p in points]
+                points = [
+                    p
+                    for p in curve["points"]
+                    if p["talk_over_rate"] is not None and p["median_wait_ms"] is not None
+                ]
+                xs = [p["median_wait_ms"] for p in points]
                 ys = [100 * p["talk_over_rate"] for p in points]
                 label = f"{rule}, {audio}, {'all pauses' if scope == 'all' else '0.5–1 s'}"
                 ax.plot(
@@ -219,22 +246,22 @@ def tradeoff_plot(tradeoff: Mapping[str, Any]) -> Figure:
                 )
                 drawn = True
             at = curves.get("at_setting")
-            if at and at["talk_over_rate"] is not None and scope == "target_bucket":
+            if at and at["talk_over_rate"] is not None and scope == "all":
                 ax.plot(
-                    [at["mean_wait_ms"]],
+                    [at["median_wait_ms"]],
                     [100 * at["talk_over_rate"]],
                     "o",
                     color="C3",
-                    label=f"configured, {audio}, 0.5–1 s",
+                    label=f"configured, {audio}",
                 )
     ax.axhline(100 * TARGET_RATE, color="grey", linestyle=":", label="5 % target")
-    ax.set_xlabel("wait paid by a complete turn, ms (adaptive: mean)")
-    ax.set_ylabel("mid-sentence pauses answered into, %")
-    ax.set_title("Talk-overs against the wait")
+    ax.set_xlabel("wait paid by a turn that ended, ms (median)")
+    ax.set_ylabel("mid-turn pauses cut off, %")
+    ax.set_title("False cut-offs against the wait")
     ax.set_ylim(0, 100)
     if drawn:
         ax.legend(fontsize=7, loc="upper right")
     else:
-        ax.text(0.5, 0.5, "no paused clips", transform=ax.transAxes, ha="center")
+        ax.text(0.5, 0.5, "no pauses", transform=ax.transAxes, ha="center")
     fig.tight_layout()
     return fig

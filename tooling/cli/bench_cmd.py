@@ -1,6 +1,6 @@
 """``cadence bench`` (whole turns, with ablations), ``cadence bench-voice`` (VAD, STT and
 TTS alone), ``cadence bench-turns`` (turn-taking: talk-overs, false interruptions, the wait)
-on real speech, and ``cadence make-paused-clips`` (the clips of the last)."""
+on real speech (the clips of the last: ``clips_cmd``)."""
 
 from __future__ import annotations
 
@@ -31,9 +31,7 @@ from cadence.tooling.bench.interruptions import (
 )
 from cadence.tooling.bench.interruptions import summarize as summarize_interruptions
 from cadence.tooling.bench.manifest import ManifestClip, read_manifest
-from cadence.tooling.bench.pause_points import WORDS_FILE, align_words, read_words, write_words
-from cadence.tooling.bench.paused_clips import PAUSES_S
-from cadence.tooling.bench.paused_clips import make_paused_clips as write_paused_clips
+from cadence.tooling.bench.pause_points import WORDS_FILE, read_words
 from cadence.tooling.bench.tools import run_tools_bench
 from cadence.tooling.bench.turn_bench import (
     ABLATIONS,
@@ -165,51 +163,6 @@ def bench(
         command=shlex.join(["cadence", *sys.argv[1:]]),
     )
     Console().print((out / "report.md").read_text(), markup=False, highlight=False)
-
-
-def make_paused_clips(
-    manifest: Path = typer.Option(
-        ..., "--manifest", "-m", help="Clips (JSON lines: id, file, text, file_8k)."
-    ),
-    words: Path = typer.Option(
-        ..., "--words", help="Word timestamps (JSON lines: id, words); written by --align."
-    ),
-    out: Path | None = typer.Option(
-        None, "--out", "-o", help="Directory for the clips and their manifest.jsonl."
-    ),
-    pauses: str = typer.Option(
-        ",".join(map(str, PAUSES_S)), "--pauses", help="Pause lengths in seconds."
-    ),
-    align: bool = typer.Option(
-        False, "--align", help="(Re)write --words first, with faster-whisper word timestamps."
-    ),
-    config: Path | None = CONFIG_OPTION,
-) -> None:
-    """The turn-taking clips: each clip complete, and with a silence inserted mid-sentence."""
-    settings = load_config_or_exit(config)
-    err = Console(stderr=True)
-    try:
-        lengths = [float(p) for p in pauses.split(",") if p.strip()]
-    except ValueError as exc:
-        raise typer.BadParameter(f"not numbers: {pauses!r}", param_hint="--pauses") from exc
-    if not lengths or min(lengths) <= 0:
-        raise typer.BadParameter("give one or more positive lengths", param_hint="--pauses")
-    if align:
-        rows = align_words(read_manifest(manifest), settings.models.stt)
-        write_words(rows, words)
-        err.print(f"wrote word timestamps of {len(rows)} clips to {words}", highlight=False)
-    if out is None:
-        if not align:
-            raise typer.BadParameter("give --out (or --align alone)", param_hint="--out")
-        return
-    made = write_paused_clips(manifest, words, out, pauses_s=lengths, vad=settings.vad)
-    paused = [row for row in made if row["kind"] == "paused"]
-    sources = {row["source_id"] for row in paused}
-    err.print(
-        f"{len(made) - len(paused)} complete clips, {len(paused)} paused ones "
-        f"({len(sources)} sources × {len(lengths)} pauses) in {out}",
-        highlight=False,
-    )
 
 
 def bench_turns(

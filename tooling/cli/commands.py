@@ -10,6 +10,7 @@ import typer
 from cadence.tooling.cli import (
     adapter_cmd,
     bench_cmd,
+    clips_cmd,
     converse_cmd,
     llm_cmd,
     loadtest_cmd,
@@ -32,7 +33,8 @@ def register(app: typer.Typer) -> None:
     app.command("bench-turns", rich_help_panel=PANEL)(bench_cmd.bench_turns)
     app.command("bench-tools", rich_help_panel=PANEL)(bench_cmd.bench_tools)
     app.command("bench-workers", rich_help_panel=PANEL)(loadtest_cmd.bench_workers)
-    app.command("make-paused-clips", rich_help_panel=PANEL)(bench_cmd.make_paused_clips)
+    app.command("make-paused-clips", rich_help_panel=PANEL)(clips_cmd.make_paused_clips)
+    app.command("make-turn-clips", rich_help_panel=PANEL)(clips_cmd.make_turn_clips)
     app.command("converse", rich_help_panel=PANEL)(converse_cmd.converse)
     app.command("loadtest", rich_help_panel=PANEL)(loadtest_cmd.loadtest)
     app.command("train-turn-model", rich_help_panel=PANEL)(turn_cmd.train_turn_model)

@@ -6,8 +6,9 @@ turn): the same sound means different things depending on how much of the reply 
 and most of it cannot be told at once. The rule:
 
 * speech after the reply was heard to its end begins a new turn;
-* speech before any of it was heard (and before a tool acted for it) means the caller was not
-  done: their turn goes on, and the reply is dropped unheard;
+* speech before any of it was heard, or before more than ``interruption.yield_within_ms`` of
+  it (too soon to be an answer to it), and before a tool acted for it, means the caller was
+  not done: their turn goes on, and the reply yields at once, taken back;
 * speech while it is heard pauses it at once (the ``PlayoutGate`` closes) until the caller's
   transcript says what it was: a backchannel ("uh-huh", "right") or no words at all (a cough,
   line noise) resumes it where it stopped, and the utterance is no turn (``ignoring``); real
@@ -43,7 +44,8 @@ class SpeechOverReply(Enum):
     AFTER_IT = "after"
     """The reply was heard to its end: this is a new turn."""
     CONTINUES_TURN = "continues"
-    """Nothing of the reply was heard: the caller was not done."""
+    """Nothing of the reply was heard, or too little to be answered: the caller was not
+    done."""
     PAUSES_IT = "pauses"
     """Over the reply being heard: pause it until the words say what the sound was."""
     BARGES_IN = "barges in"
@@ -89,7 +91,8 @@ class InterruptionJudge:
         """What speech beginning now means for ``reply``."""
         if reply.state is ReplyState.SPOKEN and self._ledger.finished(reply.index):
             return SpeechOverReply.AFTER_IT
-        if reply.committed and (self._ledger.played_ms(reply.index) > 0 or reply.acted):
+        heard_ms = self._ledger.played_ms(reply.index)
+        if reply.committed and (heard_ms > self._config.yield_within_ms or reply.acted):
             if self._config.backchannels:
                 return SpeechOverReply.PAUSES_IT
             return SpeechOverReply.BARGES_IN

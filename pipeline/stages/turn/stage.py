@@ -219,12 +219,13 @@ class TurnStage(Stage):
             case SpeechOverReply.BARGES_IN:
                 await self._barge_in(reply, at_ms)
             case SpeechOverReply.CONTINUES_TURN:
+                heard_ms = self._ledger.played_ms(reply.index)
                 await self._drop(reply, reason="caller went on")
                 if new_utterance:
                     self._committer.keep_words(reply.user_text)
                 if reply.committed:  # the user turn is open again
                     self._history.withdraw(reply)
-                    await self.push(TurnWithdrawnFrame(reply_index=reply.index))
+                    await self.push(TurnWithdrawnFrame(reply_index=reply.index, heard_ms=heard_ms))
 
     async def _hold_on(self, text: str, at_ms: float) -> None:
         """The caller asked the agent to wait: ``hold_reply`` instead of an answer, or silence
