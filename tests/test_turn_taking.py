@@ -144,7 +144,7 @@ async def test_a_backchannel_during_the_reply_resumes_it() -> None:
         await call.caller.pause(500)
         await call.say(clip("sb_spk2_snt1").audio())  # "we are sure that one war is enough"
         await call.until_replying()
-        await call.caller.pause(300)
+        await call.caller.pause(800)  # heard for longer than yield_within_ms: an answer to it
         yeah = await call.say(spoken("Yeah."))
         await call.until_played_out(1)
         await call.session.close()
@@ -167,11 +167,43 @@ async def test_no_backchannels_means_any_speech_cuts_the_reply() -> None:
         await call.caller.pause(500)
         await call.say(clip("sb_spk2_snt1").audio())
         await call.until_replying()
-        await call.caller.pause(300)
+        await call.caller.pause(800)
         await call.say(spoken("Yeah."))
         await call.until(lambda: bool(call.traces.turns), "the interrupted turn's trace")
         await call.session.close()
     assert A.INTERRUPTED in call.traces.turns[0].events
+
+
+async def test_a_reply_started_into_a_pause_yields_and_the_turn_goes_on_as_one() -> None:
+    # The VAD's silence alone ends the turn here (`silence`: 200 ms), so the agent answers into
+    # the caller's pause after "we are sure that"; the caller goes on the moment the reply is
+    # heard. The reply stops within a syllable, is taken back, and the whole sentence is
+    # answered as one turn. (A wide yield_within_ms: a loaded machine's lag must not make the
+    # caller's going on look like an answer to the reply.)
+    end_of_turn = EndOfTurnConfig(model="silence")
+    turn = TurnConfig(end_of_turn=end_of_turn, interruption={"yield_within_ms": 1500})
+    audio = clip("sb_spk2_snt1").audio()  # "we are sure that one war is enough"
+    that, one = words("sb_spk2_snt1")[3:5]
+    assert (that[0], one[0]) == ("that", "one")
+    cut = int(SAMPLE_RATE * (that[2] + one[1]) / 2)
+    async with open_call(DEFAULT.model_copy(update={"turn": turn})) as call:
+        await call.caller.pause(500)
+        await call.say(audio[:cut])
+        await call.until_replying()
+        went_on = await call.say(audio[cut:])
+        await call.until_played_out(1)
+        await call.session.close()
+    first, *_ = call.traces.turns
+    assert first.annotations.get("withdrawn") is True
+    assert 0 < float(first.annotations["yielded_after_ms"]) <= 1500
+    yielded = call.output.sent[0].frame.reply_index
+    heard = call.sent_ms(yielded)
+    assert max(heard) < went_on.start_ms + 1500  # nothing more of it once the caller went on
+    history = call.session.history
+    assert [t.speaker for t in history] == ["user", "agent"]
+    said = history[0].text.lower()
+    assert "sure" in said
+    assert "enough" in said
 
 
 def test_the_spoken_test_words_are_speech() -> None:
