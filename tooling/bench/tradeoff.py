@@ -58,6 +58,8 @@ class PausedCase:
     """P(complete) of the transcript at the pause."""
     inserted: bool = True
     """A pause the bench put in the clip (else one of the speaker's own)."""
+    at_s: float | None = None
+    """Where in the clip (as the engine hears it) the pause begins."""
 
 
 @dataclass(frozen=True)

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import hashlib
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
 from cadence.llm.pretrained import PretrainedModelError
@@ -97,15 +97,16 @@ def offline_cases(
             for start_ms, end_ms in pauses:
                 heard_at = heard_before(clip, (clip.id, start_ms), audio, start_ms / 1000.0)
                 silence_ms = end_ms - start_ms
-                cases.append(
-                    PausedCase(clip.id, silence_ms / 1000.0, silence_ms, heard_at.p or 0.0, False)
-                )
+                at_s = start_ms / 1000.0
+                case = PausedCase(clip.id, silence_ms / 1000.0, silence_ms, heard_at.p or 0.0)
+                cases.append(replace(case, inserted=False, at_s=at_s))
             continue
         assert clip.pause_at_s is not None
         assert clip.pause_s is not None
         heard_at = heard_before(clip, (clip.source_id, clip.pause_at_s), audio, clip.pause_at_s)
         silence = clip.silence_s if clip.silence_s is not None else clip.pause_s
-        cases.append(PausedCase(clip.id, clip.pause_s, 1000.0 * silence, heard_at.p or 0.0))
+        case = PausedCase(clip.id, clip.pause_s, 1000.0 * silence, heard_at.p or 0.0)
+        cases.append(replace(case, at_s=clip.pause_at_s))
     return cases, complete, list(prefixes.values())
 
 
