@@ -30,11 +30,14 @@ from cadence.core.priority import Priority, PriorityWorker
 from cadence.llm.pretrained import ScoredConversation, TurnEndModel
 from cadence.pipeline.config import EndOfTurnConfig
 from cadence.voice.turn import TextEndOfTurnModel
+from cadence.voice.turn.numbers import number_goes_on
 
 T = TypeVar("T")
 logger = logging.getLogger(__name__)
 
 _SENTENCE_END = re.compile(r"[.!?…][\"')\]]*$")
+NUMBER_GOES_ON_P = 0.01
+"""P at most, where the caller stops between the groups of a number they are reading."""
 
 
 def end_of_turn_wait_ms(p: float, options: EndOfTurnConfig) -> float:
@@ -55,6 +58,16 @@ def end_of_turn_wait_ms(p: float, options: EndOfTurnConfig) -> float:
 def _logit(p: float) -> float:
     q = min(max(p, 1e-6), 1.0 - 1e-6)
     return math.log(q / (1.0 - q))
+
+
+MODELS = ("lm", "text")
+"""The end-of-turn settings that read the words with a model (the others are rules)."""
+
+
+def with_counted_digits(p: float, text: str, agent_text: str | None) -> float:
+    """A model's P(complete) of ``text``, no more than ``NUMBER_GOES_ON_P`` where the words stop
+    between the groups of a phone or card number (``voice/turn/numbers.py``)."""
+    return min(p, NUMBER_GOES_ON_P) if number_goes_on(text, agent_text) else p
 
 
 @cache
@@ -113,7 +126,14 @@ class EndOfTurnDetector:
                 logger.exception("end of turn: reading a transcript before the final failed")
 
     async def probability(self, text: str, *, agent_text: str | None = None) -> float:
-        """P(the caller's utterance ``text`` is complete), after the agent said ``agent_text``."""
+        """P(the caller's utterance ``text`` is complete), after the agent said ``agent_text``:
+        the model's, but no more than ``NUMBER_GOES_ON_P`` where the words stop between the
+        groups of a phone or card number (``voice/turn/numbers.py``: a model reads words, it
+        does not count digits)."""
+        p = await self._model_probability(text, agent_text)
+        return with_counted_digits(p, text, agent_text) if self.options.model in MODELS else p
+
+    async def _model_probability(self, text: str, agent_text: str | None) -> float:
         match self.options.model:
             case "lm":
                 assert self._lm is not None

@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 
 from cadence.voice.turn.cues import is_backchannel, is_hold_request
+from cadence.voice.turn.numbers import number_goes_on, trailing_digits
 
 
 @pytest.mark.parametrize(
@@ -44,3 +45,33 @@ def test_requests_to_wait(text: str) -> None:
 )  # fmt: skip
 def test_turns_that_only_mention_waiting_are_turns(text: str) -> None:
     assert not is_hold_request(text)
+
+
+@pytest.mark.parametrize(
+    ("text", "agent"),
+    [("My number is 415.", None), ("My number is 415. 458.", None), ("415-458", "Your phone?"),
+     ("It's four one five,", "What number can I reach you at?"), ("My number is 559 268", None),
+     ("The card number is 4417 2210", None), ("my card is 4417", None)],
+)  # fmt: skip
+def test_a_phone_or_card_number_stopped_between_its_groups_goes_on(
+    text: str, agent: str | None
+) -> None:
+    assert number_goes_on(text, agent)
+
+
+@pytest.mark.parametrize(
+    ("text", "agent"),
+    [("My number is 415-458-7777.", None), ("A table for 2.", None), ("Book it for 1030.", None),
+     ("It's at 1 7 4 0", "What is the address?"), ("Room 305.", "Which room?"),
+     ("My number is 415, thanks.", None), ("", None), ("My card is 4417 22", None)],
+)  # fmt: skip
+def test_numbers_that_are_whole_or_not_a_phone_or_card_do_not(
+    text: str, agent: str | None
+) -> None:
+    assert not number_goes_on(text, agent)
+
+
+def test_the_digits_are_read_however_whisper_wrote_them() -> None:
+    assert trailing_digits("My number is 415. 458.") == "415458"
+    assert trailing_digits("four one five, oh two") == "41502"
+    assert trailing_digits("call me") == ""

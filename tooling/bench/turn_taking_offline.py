@@ -14,6 +14,7 @@ from typing import Any
 
 from cadence.llm.pretrained import PretrainedModelError
 from cadence.pipeline.config import CadenceConfig, EndOfTurnConfig, VADConfig
+from cadence.pipeline.end_of_turn import with_counted_digits
 from cadence.pipeline.model_loading import load_stt, load_turn_end_model
 from cadence.tooling.bench.pause_points import (
     UNFINISHED,
@@ -278,13 +279,19 @@ def end_of_turn_scorers(config: CadenceConfig) -> tuple[dict[str, Scorer], dict[
     try:
         lm = load_turn_end_model(config.models.lm)
         session = lm.session()
-        scorers["lm"] = Scorer(session.probability, lm.calibration.threshold)
+        scorers["lm"] = Scorer(
+            lambda text, agent: with_counted_digits(session.probability(text, agent), text, agent),
+            lm.calibration.threshold,
+        )
     except PretrainedModelError as exc:
         errors["lm"] = str(exc)
     text_model, error = load_text_model()
     if text_model is not None:
         scorers["text"] = Scorer(
-            lambda text, agent: text_model.score(text, agent_text=agent), text_model.threshold
+            lambda text, agent: with_counted_digits(
+                text_model.score(text, agent_text=agent), text, agent
+            ),
+            text_model.threshold,
         )
     if error is not None:
         errors["text"] = error
