@@ -57,16 +57,17 @@ def turn_score(
 
 
 def _scorer(settings: CadenceConfig, weights: Path | None) -> Callable[[str, str | None], float]:
-    """The configured model's P(complete) of an utterance after the agent's words."""
-    model = settings.turn.end_of_turn.model
-    if model == "text" or weights is not None:
-        text_model = TextEndOfTurnModel.load(weights)
-        return lambda text, agent: text_model.score(text, agent_text=agent)
-    if model == "lm":
+    """The configured end of turn's P(complete) of an utterance after the agent's words — the
+    engine's own detector, digits counted and all."""
+    options = settings.turn.end_of_turn
+    if weights is not None:
+        options = options.model_copy(update={"model": "text"})
+    text_model = TextEndOfTurnModel.load(weights) if options.model == "text" else None
+    lm = None
+    if options.model == "lm":
         from cadence.pipeline.model_loading import apply_thread_budget, load_turn_end_model
 
         apply_thread_budget(settings.threads)  # one thread: a second one only waits (cpu_linear)
-        session = load_turn_end_model(settings.models.lm).session()
-        return session.probability
-    detector = EndOfTurnDetector(settings.turn.end_of_turn)
+        lm = load_turn_end_model(settings.models.lm)
+    detector = EndOfTurnDetector(options, text_model, lm)
     return lambda text, agent: asyncio.run(detector.probability(text, agent_text=agent))
