@@ -206,6 +206,27 @@ async def test_a_reply_started_into_a_pause_yields_and_the_turn_goes_on_as_one()
     assert "enough" in said
 
 
+async def test_a_phone_number_read_in_groups_is_not_answered_between_them() -> None:
+    # "My number is four one five," reads as finished to a language model (P ~0.8); the
+    # engine counts the digits: three of a phone number, so the caller goes on. A second of
+    # silence, then the rest: no reply before its true end, and one turn with all ten digits.
+    first = spoken("My number is four one five,")
+    rest = spoken("five five five, one two three four.")
+    async with open_call() as call:
+        await call.caller.pause(500)
+        await call.say(first)
+        await call.caller.pause(1000)
+        said = await call.say(rest)
+        await call.until_replying()
+        await call.caller.pause(300)
+        await call.session.close()
+    assert min(call.sent_ms()) >= said.end_ms
+    answered = [t for t in call.traces.turns if not t.annotations.get("withdrawn")]
+    digits = "".join(c for c in str(answered[0].annotations["transcript"]) if c.isdigit())
+    assert digits.endswith("1234")
+    assert len(digits) >= 10
+
+
 def test_the_spoken_test_words_are_speech() -> None:
     start, end = speech_bounds_ms(spoken("Yeah."), SAMPLE_RATE)
     assert 100 < end - start < 1500

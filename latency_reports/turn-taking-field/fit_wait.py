@@ -4,15 +4,17 @@ reports (not part of any package or of the suite).
 
 Each report is a ``cadence bench-turns … --no-live`` run's ``turn_taking.json``: its offline
 cases (every mid-turn pause: silence and P) and its ends (P of each whole turn), per audio
-path, with the language model. ``pause_scale_ms`` is chosen on the development reports (both
-audio paths pooled) as the one whose curve needs the least median wait to hold cut-offs to
-5 %; ``confidence`` as the least that holds them there. Then every report, development and
-held out, is read at that setting and over its whole curve.
+path, with the language model. ``pause_scale_ms`` and ``max_wait_ms`` are chosen on the
+development reports (both audio paths pooled) as the pair whose curve needs the least median
+wait to hold cut-offs to ``--budget`` (10 %: at 5 % every turn that ended would wait about a
+second on these clips — docs/end-of-turn.md); ``confidence`` as the one that holds them
+there at that wait. Then every report, development and held out, is read at that setting
+and over its whole curve.
 
     python latency_reports/turn-taking-field/fit_wait.py \\
         --dev latency_reports/turn-taking-field/voices-dev/turn_taking.json \\
+        --dev latency_reports/turn-taking-field/read-speech/turn_taking.json \\
         --held-out latency_reports/turn-taking-field/voices-test/turn_taking.json \\
-        --held-out latency_reports/turn-taking-field/read-speech/turn_taking.json \\
         --out latency_reports/turn-taking-field/fit.json
 """
 
@@ -27,13 +29,15 @@ from cadence.pipeline.config import EndOfTurnConfig
 from cadence.tooling.bench.tradeoff import (
     CONFIDENCES,
     TARGET_RATE,
+    Curve,
     PausedCase,
     at_setting,
     continuous_curve,
     field_figures,
 )
 
-SCALES_MS = (50, 75, 100, 150, 200, 300, 400, 600)
+SCALES_MS = (100, 150, 200, 300, 400, 600, 800)
+MAX_WAITS_MS = (1500, 2000, 2500, 3000)
 MODEL = "lm model"
 
 
@@ -49,11 +53,31 @@ def cases_of(report: dict[str, Any]) -> dict[str, tuple[list[PausedCase], list[f
     return out
 
 
+def _least(curve: Curve, budget: float) -> dict[str, float] | None:
+    """The setting of the least median wait that holds cut-offs within ``budget``."""
+    within = [
+        p
+        for p in curve.points
+        if p.talk_over_rate is not None
+        and p.talk_over_rate <= budget
+        and p.median_wait_ms is not None
+    ]
+    if not within:
+        return None
+    best = min(within, key=lambda p: (p.median_wait_ms or 0.0, p.setting))
+    return {
+        "confidence": best.setting,
+        "median_wait_ms": best.median_wait_ms or 0.0,
+        "cut_offs": best.talk_over_rate or 0.0,
+    }
+
+
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--dev", type=Path, action="append", required=True)
     parser.add_argument("--held-out", type=Path, action="append", default=[])
     parser.add_argument("--out", type=Path, required=True)
+    parser.add_argument("--budget", type=float, default=0.10, choices=(0.05, 0.10))
     args = parser.parse_args()
     base = EndOfTurnConfig()
     dev_cases: list[PausedCase] = []
@@ -62,26 +86,43 @@ def main() -> None:
         for cases, ends in cases_of(json.loads(path.read_text())).values():
             dev_cases += cases
             dev_ends += ends
-    by_scale = {}
+    by_setting: dict[str, dict[str, Any]] = {}
     for scale in SCALES_MS:
-        options = base.model_copy(update={"pause_scale_ms": float(scale)})
-        curve = continuous_curve(dev_cases, dev_ends, options)
-        by_scale[scale] = field_figures(curve) | {
-            "needed": None if curve.needed is None else curve.needed.setting
+        for top in MAX_WAITS_MS:
+            options = base.model_copy(update={"pause_scale_ms": float(scale), "max_wait_ms": top})
+            curve = continuous_curve(dev_cases, dev_ends, options)
+            by_setting[f"{scale}/{top}"] = field_figures(curve) | {
+                "pause_scale_ms": scale,
+                "max_wait_ms": top,
+                "at_5_percent": _least(curve, 0.05),
+                "at_10_percent": _least(curve, 0.10),
+            }
+    budget = f"at_{round(100 * args.budget)}_percent"
+    best = min(
+        (row for row in by_setting.values() if row[budget]),
+        key=lambda row: (row[budget]["median_wait_ms"], row["max_wait_ms"]),
+    )
+    chosen = base.model_copy(
+        update={
+            "pause_scale_ms": float(best["pause_scale_ms"]),
+            "max_wait_ms": best["max_wait_ms"],
+            "confidence": best[budget]["confidence"],
         }
-    usable = [s for s in SCALES_MS if by_scale[s]["wait_at_5_percent_ms"] is not None]
-    scale = min(usable, key=lambda s: (by_scale[s]["wait_at_5_percent_ms"], s))
-    options = base.model_copy(update={"pause_scale_ms": float(scale)})
-    confidence = by_scale[scale]["needed"]
-    chosen = options.model_copy(update={"confidence": confidence})
+    )
+    options = chosen
     result: dict[str, Any] = {
         "dev": [str(p) for p in args.dev],
         "dev_pauses": len(dev_cases),
         "dev_ends": len(dev_ends),
         "target_rate": TARGET_RATE,
         "confidences_swept": [CONFIDENCES[0], CONFIDENCES[-1], len(CONFIDENCES)],
-        "by_scale": by_scale,
-        "chosen": {"pause_scale_ms": scale, "confidence": confidence},
+        "chosen_for": budget,
+        "chosen": {
+            "pause_scale_ms": chosen.pause_scale_ms,
+            "max_wait_ms": chosen.max_wait_ms,
+            "confidence": chosen.confidence,
+        },
+        "by_setting": by_setting,
         "reports": {},
     }
     for path in [*args.dev, *args.held_out]:

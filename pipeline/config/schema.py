@@ -139,16 +139,17 @@ class EndOfTurnConfig(Options):
     complete — the VAD's silence alone decides."""
     min_wait_ms: int = Field(200, ge=0)
     """The least silence after the end of speech that ends a turn, however complete."""
-    max_wait_ms: int = Field(1500, ge=0)
+    max_wait_ms: int = Field(2000, ge=0)
     """Silence that ends any turn, however unfinished it sounds."""
-    confidence: float = Field(0.9, gt=0.0, lt=1.0)
+    confidence: float = Field(0.915, gt=0.0, lt=1.0)
     """How sure the wait makes the engine that the turn is over: P(over | its words, the
-    silence so far) at the commit. Higher waits longer and cuts off fewer pauses; the
-    default is chosen on the turn-taking bench's curve (docs/end-of-turn.md)."""
-    pause_scale_ms: float = Field(150.0, gt=0.0)
-    """How fast the doubt left by a mid-turn pause decays: the mean length of mid-turn pauses
-    beyond the shortest (they fall off exponentially), fit on the bench's clips. Each unit
-    of log-odds the words leave short of `confidence` costs this much silence."""
+    silence so far) at the commit. Higher waits longer and cuts off fewer pauses."""
+    pause_scale_ms: float = Field(800.0, gt=0.0)
+    """How slowly the doubt left by a mid-turn pause fades: each unit of log-odds the words
+    leave short of `confidence` costs this much silence. The defaults of the last three are
+    the least median wait that keeps false cut-offs at 10 % of every pause of the
+    turn-taking bench's development clips, in process and over the phone (docs/end-of-turn.md,
+    "The wait")."""
 
     @model_validator(mode="after")
     def _ordered(self) -> EndOfTurnConfig:

@@ -6,10 +6,11 @@ it needs is a scale: its raw P(``<|im_end|>``) says "complete" at 0.2 for some p
 gives (:data:`~cadence.llm.pretrained.turn_end.FEATURES`) by maximum likelihood on sgd_dev's
 user turns — each turn whole (complete) against one prefix of it cut mid-sentence
 (incomplete), both weighing the same — so that its P(complete) is a probability, and the wait
-rule's thresholds (``complete_at``, ``incomplete_at``) mean what they say.
+rule's log-odds (``confidence``, ``pause_scale_ms``) mean what they say.
 
-The examples keep the turns' own text (case, punctuation inside) — what Whisper writes is
-closer to that than to the text model's normalised words — and label prefixes as the text
+The examples keep the turns' own text (punctuation inside; the scorer lower-cases the words
+and drops the final punctuation, ``spoken_words``) — what Whisper writes is closer to that than
+to the text model's normalised words — and label prefixes as the text
 model's evaluation does: a cut where the writer ended a sentence, or a prefix that is a whole
 user turn elsewhere ("yes"), is a complete utterance in its own right and is counted apart.
 """
@@ -207,7 +208,7 @@ class CalibrationRun:
     metrics: Path | None = None
     max_dialogues: int | None = 400
     threshold: float = 0.9
-    """The wait rule's ``complete_at``: the figures are reported at it too."""
+    """A second P(complete) the figures are reported at, beside the chosen threshold."""
     seed: int = 0
     cache_dir: Path | None = None
     """Where the feature rows are kept between runs (a refit reuses them)."""
