@@ -11,20 +11,24 @@ import numpy as np
 import pytest
 
 from cadence.tooling.bench.pause_points import engine_pauses
-from cadence.tooling.bench.voice_clips import STYLES, make_turn_clips, plans
+from cadence.tooling.bench.voice_clips import STYLES, CallerTurn, make_turn_clips, plans
 from cadence.tooling.training.end_of_turn_examples import user_turns
 from cadence.voice.audio import PCM16
 from cadence.voice.audio.wavfile import read_audio
 from cadence.voice.tts import load_synthesizer
 
-CORPUS = Path(__file__).parent / "data" / "dialogue" / "sgd_tools_dev_sample.jsonl"
+CORPUS = [
+    CallerTurn(turn.text, turn.agent)
+    for turn in user_turns(
+        Path(__file__).parent / "data" / "dialogue" / "sgd_tools_dev_sample.jsonl"
+    )
+]
 
 
 def test_the_plans_take_their_words_from_the_corpus() -> None:
     drawn = plans(CORPUS, per_style=2, seed=0)
-    turns = user_turns(CORPUS)
-    said = {" ".join(t.text.split()) for t in turns}
-    agents = " ".join(t.agent or "" for t in turns)
+    said = {" ".join(t.text.split()) for t in CORPUS}
+    agents = " ".join(t.agent or "" for t in CORPUS)
     assert {p.style for p in drawn} >= {"request", "two_sentences", "numbers", "command"}
     for plan in drawn:
         assert len(plan.pauses_s) == len(plan.chunks) - 1
@@ -50,7 +54,7 @@ def made(tmp_path_factory: pytest.TempPathFactory) -> Path:
         pcm = np.concatenate(list(synthesizer.synthesize_blocking(text, varied=False)))
         return pcm, synthesizer.sample_rate
 
-    make_turn_clips(CORPUS, out, {"joe": speak}, per_style=1, seed=0)
+    make_turn_clips(CORPUS, "sample", out, {"joe": speak}, per_style=1, seed=0)
     return out
 
 

@@ -29,7 +29,6 @@ from pathlib import Path
 import numpy as np
 
 from cadence.tooling.bench.pause_points import UNFINISHED, ends_sentence, normalised
-from cadence.tooling.training.end_of_turn_examples import UserTurn, user_turns
 from cadence.voice.audio import PCM16, resample
 from cadence.voice.audio.wavfile import write_wav
 
@@ -84,7 +83,15 @@ def _mid_boundary(words: Sequence[str], rng: random.Random, *, unfinished: bool)
     return rng.choice(cuts) if cuts else None
 
 
-def plan_for(style: str, turn: UserTurn, rng: random.Random) -> Plan | None:
+@dataclass(frozen=True)
+class CallerTurn:
+    """A user turn of a dialogue corpus, and the agent's turn right before it (if any)."""
+
+    text: str
+    agent: str | None
+
+
+def plan_for(style: str, turn: CallerTurn, rng: random.Random) -> Plan | None:
     """The clip of ``style`` this corpus turn gives, or ``None`` if it gives none."""
     words, agent = turn.text.split(), turn.agent
     pause = rng.choice(PAUSES_S)
@@ -116,7 +123,7 @@ def _digits(group: str) -> str:
     return " ".join(group)
 
 
-def agent_plans(turns: Sequence[UserTurn], rng: random.Random) -> Iterator[Plan]:
+def agent_plans(turns: Sequence[CallerTurn], rng: random.Random) -> Iterator[Plan]:
     """Clips whose words the agent's turns supply: a phone number read back in groups, an
     address, a name spelled — each said by the caller, answering what the agent asked."""
     for turn in turns:
@@ -139,10 +146,10 @@ def agent_plans(turns: Sequence[UserTurn], rng: random.Random) -> Iterator[Plan]
             yield Plan("spelled", "Could you spell that for me?", spelled, gaps)
 
 
-def plans(corpus: Path, per_style: int, seed: int, max_dialogues: int | None = None) -> list[Plan]:
-    """``per_style`` clips of each style from ``corpus``, drawn with ``seed``."""
+def plans(corpus: Sequence[CallerTurn], per_style: int, seed: int) -> list[Plan]:
+    """``per_style`` clips of each style from the turns of a corpus, drawn with ``seed``."""
     rng = random.Random(seed)
-    turns = user_turns(corpus, max_dialogues)
+    turns = list(corpus)
     rng.shuffle(turns)
     chosen: dict[str, list[Plan]] = {style: [] for style in STYLES}
     for plan in agent_plans(turns, rng):
@@ -182,16 +189,16 @@ def render(plan: Plan, speak: Callable[[str], PCM16], seed: int) -> PCM16:
 
 
 def make_turn_clips(
-    corpus: Path,
+    corpus: Sequence[CallerTurn],
+    name: str,
     out: Path,
     voices: dict[str, Callable[[str], tuple[PCM16, int]]],
     *,
     per_style: int,
     seed: int = 0,
-    max_dialogues: int | None = None,
 ) -> int:
-    """Write each plan in each voice under ``out`` (16 kHz WAV) and their manifest; returns
-    the number of clips."""
+    """Write each plan of ``corpus`` (named ``name``) in each voice under ``out`` (16 kHz WAV)
+    and their manifest; returns the number of clips."""
     (out / "wav16k").mkdir(parents=True, exist_ok=True)
     rows = []
     for v, (voice, synthesize) in enumerate(voices.items()):
@@ -200,8 +207,8 @@ def make_turn_clips(
             pcm, rate = synthesize(text)
             return pcm if rate == SPEECH_RATE else resample(pcm, rate, SPEECH_RATE)
 
-        for n, plan in enumerate(plans(corpus, per_style, seed, max_dialogues)):
-            clip_id = f"{corpus.stem}-{plan.style}-{n:03d}-{voice}"
+        for n, plan in enumerate(plans(corpus, per_style, seed)):
+            clip_id = f"{name}-{plan.style}-{n:03d}-{voice}"
             path = out / "wav16k" / f"{clip_id}.wav"
             write_wav(path, render(plan, speak, seed * 1000 + 100 * v + n), SPEECH_RATE)
             rows.append(
@@ -214,7 +221,7 @@ def make_turn_clips(
                     "voice": voice,
                     "agent": plan.agent,
                     "pauses_s": list(plan.pauses_s),
-                    "source": f"{corpus.name} (seed {seed})",
+                    "source": f"{name} (seed {seed})",
                 }
             )
     manifest = out / "manifest.jsonl"

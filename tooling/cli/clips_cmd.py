@@ -18,7 +18,9 @@ from cadence.tooling.bench.manifest import read_manifest
 from cadence.tooling.bench.pause_points import align_words, write_words
 from cadence.tooling.bench.paused_clips import PAUSES_S
 from cadence.tooling.bench.paused_clips import make_paused_clips as write_paused_clips
+from cadence.tooling.bench.voice_clips import CallerTurn
 from cadence.tooling.bench.voice_clips import make_turn_clips as write_turn_clips
+from cadence.tooling.training.end_of_turn_examples import user_turns
 from cadence.voice.audio import PCM16
 from cadence.voice.tts.synthesizer import EMBEDDED_VOICES, Synthesizer
 
@@ -101,7 +103,6 @@ def make_turn_clips(
         )
         for voice in chosen
     }
-    made = write_turn_clips(
-        corpus, out, speakers, per_style=per_style, seed=seed, max_dialogues=max_dialogues
-    )
+    turns = [CallerTurn(t.text, t.agent) for t in user_turns(corpus, max_dialogues)]
+    made = write_turn_clips(turns, corpus.stem, out, speakers, per_style=per_style, seed=seed)
     Console(stderr=True).print(f"{made} clips in {out}", highlight=False)
