@@ -65,9 +65,7 @@ def test_a_phone_or_card_number_stopped_between_its_groups_goes_on(
      ("It's at 1 7 4 0", "What is the address?"), ("Room 305.", "Which room?"),
      ("My number is 415, thanks.", None), ("", None), ("My card is 4417 22", None)],
 )  # fmt: skip
-def test_numbers_that_are_whole_or_not_a_phone_or_card_do_not(
-    text: str, agent: str | None
-) -> None:
+def test_numbers_that_are_whole_or_not_a_phone_or_card_do_not(text: str, agent: str | None) -> None:
     assert not number_goes_on(text, agent)
 
 
