@@ -24,6 +24,8 @@ from cadence.pipeline.frames import (
     EndpointFrame,
     FinalTranscriptFrame,
     Frame,
+    SpeculativeTranscriptFrame,
+    SpeechResumedFrame,
     SpeechStartFrame,
     TextPieceFrame,
     TurnCommittedFrame,
@@ -34,6 +36,8 @@ from cadence.pipeline.playback_ledger import PlaybackLedger
 from cadence.pipeline.playout_gate import PlayoutGate
 from cadence.pipeline.stage import Stage
 from cadence.pipeline.stages.turn import TurnStage
+from cadence.pipeline.stages.turn.history import History
+from cadence.pipeline.stages.turn.reply import Reply
 
 REPLY = "Sure, I can help with that."
 
@@ -294,3 +298,85 @@ async def test_a_reply_heard_longer_is_paused_not_taken_back(engine: Engine) -> 
     [barge_in] = engine.seen.of(BargeInFrame)
     assert isinstance(barge_in, BargeInFrame)
     assert barge_in.reply_index == reply_index
+
+
+async def test_a_backchannel_judged_early_leaves_its_final_no_turn(engine: Engine) -> None:
+    # Judged on the speculative transcript: the reply resumes then, and the same utterance's
+    # final transcript is the backchannel's own — no turn. The caller's next utterance is one.
+    reply_index = await answered(engine)
+    await engine.at(3000)
+    await engine.feed(SpeechStartFrame(at_ms=3000))
+    await engine.at(3300)
+    await engine.feed(SpeculativeTranscriptFrame(text="Uh-huh.", at_ms=3300))
+    assert engine.gate.is_open
+    assert len(engine.seen.of(BackchannelFrame)) == 1
+    await engine.at(3600)
+    await engine.feed(EndpointFrame(at_ms=3600, speech_end_ms=3400))
+    await engine.feed(FinalTranscriptFrame(text="Uh-huh.", at_ms=3650))
+    assert len(engine.commits()) == 1
+    assert engine.seen.of(BargeInFrame) == []
+    engine.ledger.finish(reply_index)  # the reply is heard to its end
+    await engine.utterance("What about Sundays?", start_ms=6000, end_ms=7000)
+    assert engine.commits()[-1].user_text == "What about Sundays?"
+    assert [t.speaker for t in engine.stage.history] == ["user", "agent", "user", "agent"]
+
+
+async def test_words_after_a_backchannel_in_the_same_utterance_are_a_turn(engine: Engine) -> None:
+    # "Uh-huh" at the caller's pause resumes the reply; their speech coming back pauses it
+    # again, and the final transcript has words: a barge-in after all, then answered.
+    reply_index = await answered(engine)
+    await engine.at(3000)
+    await engine.feed(SpeechStartFrame(at_ms=3000))
+    await engine.at(3300)
+    await engine.feed(SpeculativeTranscriptFrame(text="Uh-huh.", at_ms=3300))
+    await engine.at(3400)
+    await engine.feed(SpeechResumedFrame(at_ms=3400))
+    assert not engine.gate.is_open
+    await engine.at(4000)
+    await engine.feed(EndpointFrame(at_ms=4000, speech_end_ms=3800))
+    await engine.feed(FinalTranscriptFrame(text="Uh-huh, and on Sundays?", at_ms=4050))
+    [barge_in] = engine.seen.of(BargeInFrame)
+    assert isinstance(barge_in, BargeInFrame)
+    assert (barge_in.reply_index, barge_in.at_ms) == (reply_index, 3400)
+    assert engine.commits()[-1].user_text == "Uh-huh, and on Sundays?"
+
+
+def _committed(history: History, reply: Reply) -> None:
+    """What the stage does at the commit."""
+    reply.commit(0.0)
+    history.open_turn(reply)
+    history.add_reply_once_ready(reply)
+
+
+def _generated(history: History, reply: Reply) -> None:
+    """What the speaker does at the end of the reply's generation."""
+    reply.generation_ended()
+    history.add_reply_once_ready(reply)
+
+
+@pytest.mark.parametrize("generated_first", [True, False])
+def test_the_reply_goes_into_the_history_once_at_the_second_of_commit_and_end(
+    generated_first: bool,
+) -> None:
+    history = History()
+    reply = Reply(0, "Open on Sundays?", transcript_at_ms=0.0, started_ms=0.0)
+    reply.add_words("Yes, from ten.")
+    first, second = (_generated, _committed) if generated_first else (_committed, _generated)
+    first(history, reply)
+    assert [t.text for t in history.turns] == ([] if generated_first else ["Open on Sundays?"])
+    second(history, reply)
+    assert [(t.speaker, t.text) for t in history.turns] == [
+        ("user", "Open on Sundays?"),
+        ("agent", "Yes, from ten."),
+    ]
+
+
+def test_a_reply_cut_before_its_end_is_in_the_history_as_heard_only() -> None:
+    history = History()
+    reply = Reply(0, "Open on Sundays?", transcript_at_ms=0.0, started_ms=0.0)
+    reply.add_words("Yes, from ten")
+    _committed(history, reply)
+    reply.interrupt()
+    history.cut_to_heard(reply, "Yes,")
+    _generated(history, reply)  # its last words were on their way
+    assert [t.text for t in history.turns] == ["Open on Sundays?", "Yes,"]

@@ -1,17 +1,23 @@
 """The turn engine: decides when the caller's turn is over, has the generator answer it, and
 keeps the conversation's history true to what was said and heard.
 
-Its rooms, one job each (``TurnStage`` in ``stage.py`` routes the frames between them):
+Its rooms, one job each (``TurnStage`` in ``stage.py`` routes the frames between them, and
+makes the decisions that start and end a reply):
 
-* ``commit.py`` — when to commit the caller's turn (the end-of-turn wait);
+* ``commit.py`` — when to commit the caller's turn (the end-of-turn wait), from where the
+  caller's speech ended;
 * ``interruption.py`` — what a sound during the reply means (new turn, the turn going on,
-  backchannel, barge-in);
+  backchannel, barge-in): it judges and reports, and the stage pauses, resumes or barges in;
 * ``generation.py`` and ``tool_rounds.py`` — the reply's rounds, streamed and yielding the
   CPU, and the tools it calls (fillers, late results);
 * ``reply.py`` — one handle per reply, its lifecycle one ``ReplyState``;
 * ``speaker.py`` — the verbs that hand a reply's words to TTS and end it;
-* ``history.py`` and ``hang_up.py`` — what of the reply was heard, in the history, and the
-  hang-up after a goodbye.
+* ``history.py`` and ``hang_up.py`` — what of the reply was heard, in the history (its words
+  added once, at its commit or at its end, whichever is second), and the hang-up after a
+  goodbye.
+
+Each piece of state has one owner: a room keeps its own and is told what happened by methods
+named for the event; it says what it makes of it, and the stage decides and acts.
 
 The life of a turn here:
 

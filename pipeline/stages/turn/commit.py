@@ -8,7 +8,10 @@ the detector scores each transcript as it comes (``listen``) so that the final o
 score ready; the final one's P(complete) becomes a wait counted from the end of speech; the
 turn is committed once the wait has passed — at once if it has — unless the caller speaks first
 (``cancel``). Speech before the commit continues the same turn, so the words of a turn span
-utterances: ``joined`` puts the kept ones before the new.
+utterances: ``joined`` puts the kept ones before the new. What this room keeps (the open
+turn's words, where speech ended, the commit waiting) is written only here, each told by the
+event that changes it (``keep_words``, ``turn_closed``, ``speech_ended``); the stage reads
+where speech ended (``speech_end_ms``) for the commit's frame.
 """
 
 from __future__ import annotations
@@ -33,10 +36,19 @@ class TurnCommitter:
         self._history = history
         self._open_words = ""
         """Words of the user turn still open (it may span several utterances)."""
-        self.speech_end_ms = 0.0
-        """Where the caller's last utterance ended, as the VAD placed it."""
+        self._speech_end_ms = 0.0
         self._due: asyncio.Task[None] | None = None
         """The commit, waiting out the end-of-turn wait."""
+
+    @property
+    def speech_end_ms(self) -> float:
+        """Where the caller's last utterance ended, as the VAD placed it: the end-of-turn wait
+        counts from here, and the commit says it."""
+        return self._speech_end_ms
+
+    def speech_ended(self, at_ms: float) -> None:
+        """The VAD's endpoint: the caller's utterance ended at ``at_ms``."""
+        self._speech_end_ms = at_ms
 
     def joined(self, text: str) -> str:
         """``text`` after the words of the turn still open."""
@@ -69,7 +81,7 @@ class TurnCommitter:
         p = await self._detector.probability(reply.user_text, agent_text=agent_text)
         scored_ms = self._clock.now_ms() - asked_ms
         reply.end_of_turn = EndOfTurnScore(p, self._detector.wait_ms(p), scored_ms)
-        due_ms = self.speech_end_ms + reply.end_of_turn.wait_ms
+        due_ms = self._speech_end_ms + reply.end_of_turn.wait_ms
         if due_ms > self._clock.now_ms():
             self._due = self._stage.spawn(self._commit_at(due_ms, commit), name="end-of-turn-wait")
         else:

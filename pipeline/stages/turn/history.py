@@ -1,12 +1,14 @@
 """``History``: the conversation as the model will read it — the caller's turns, and the
 agent's cut to what the caller heard.
 
-Why a room of its own: the history is written from four places at four times — a turn opened
-at its commit, the reply's words added when it has them all, a withdrawn turn taken out, a
-barge-in cutting the reply to the words heard, a tool's late result put where the call's
-cancellation was — and it is the one thing of the turn stage that outlives a reply. Every
-write goes through here, keyed on where the reply's user turn stands (``Reply.history_at``),
-so what the model reads next is true to what was said and heard.
+Why a room of its own: the history is written at five moments — a turn opened at its commit,
+the reply's words added when it has them all, a withdrawn turn taken out, a barge-in cutting
+the reply to the words heard, a tool's late result put where the call's cancellation was — and
+it is the one thing of the turn stage that outlives a reply. Every write goes through here,
+keyed on where the reply's user turn stands (``Reply.history_at``), so what the model reads
+next is true to what was said and heard. The reply's words may be complete before the commit
+(generated ahead of it) or after (still generating when committed): both events call
+``add_reply_once_ready``, and the rule of which one adds them is read there alone.
 """
 
 from __future__ import annotations
@@ -32,16 +34,18 @@ class History:
         return [*self.turns, Turn("user", user_text)]
 
     def open_turn(self, reply: Reply) -> None:
-        """``reply``'s turn was committed: the caller's words go in, and the reply's own if
-        it has them all already (it was generated in full ahead of the commit)."""
+        """``reply``'s turn was committed: the caller's words go in."""
         reply.history_at = len(self.turns)
         self.turns.append(Turn("user", reply.user_text))
-        if reply.generated:
-            self.turns.extend(reply.history_turns())
 
-    def add_reply(self, reply: Reply) -> None:
-        """The committed reply has all its words (and its calls' results)."""
-        self.turns.extend(reply.history_turns())
+    def add_reply_once_ready(self, reply: Reply) -> None:
+        """Called at ``reply``'s commit (after ``open_turn``) and at the end of its
+        generation, whichever order they come in: its words (and its calls' results) go in
+        at the second — once it is both committed and generated, which the first of the two
+        never sees, so exactly once. A reply that ended otherwise first (cut, withdrawn) is
+        not generated: what the history says of it is ``cut_to_heard``'s or nothing."""
+        if reply.in_history and reply.committed and reply.generated:
+            self.turns.extend(reply.history_turns())
 
     def withdraw(self, reply: Reply) -> None:
         """The caller's turn goes on: its committed user turn, and all after it, go."""

@@ -9,33 +9,31 @@ and most of it cannot be told at once. The rule:
 * speech before any of it was heard, or before more than ``interruption.yield_within_ms`` of
   it (too soon to be an answer to it), and before a tool acted for it, means the caller was
   not done: their turn goes on, and the reply yields at once, taken back;
-* speech while it is heard pauses it at once (the ``PlayoutGate`` closes) until the caller's
-  transcript says what it was: a backchannel ("uh-huh", "right") or no words at all (a cough,
-  line noise) resumes it where it stopped, and the utterance is no turn (``ignoring``); real
-  words are a barge-in, as is speech still going on ``interruption.max_backchannel_ms`` after
-  it began; with ``interruption.backchannels`` off, any speech over it is a barge-in at once.
+* speech while it is heard pauses it at once until the caller's transcript says what it was:
+  a backchannel ("uh-huh", "right") or no words at all (a cough, line noise) resumes it where
+  it stopped, and the utterance is no turn (``ignoring``); real words are a barge-in, as is
+  speech still going on ``interruption.max_backchannel_ms`` after it began
+  (``Overheard.cut_due_ms``); with ``interruption.backchannels`` off, any speech over it is a
+  barge-in at once.
 
-This room judges; the barge-in itself (the history cut to what was heard) is the stage's.
+Why it only judges: it is told what happened (``utterance_began``, ``paused``, ``resolve``,
+``final_came``, ``pause_ended``) and answers what it means (a ``SpeechOverReply``, a
+``Verdict``, when the cut is due); it acts on nothing and calls nothing back. The stage acts:
+it closes and opens the ``PlayoutGate``, owns the timer that cuts a sound too long to be a
+backchannel, resumes the reply or barges in, then tells the judge the pause is over. What is
+judged of the utterance in progress (the paused reply, whether it is being ignored) is kept
+here and written nowhere else.
 """
 
 from __future__ import annotations
 
-import asyncio
-from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from enum import Enum
 
-from cadence.core.clock import Clock
 from cadence.pipeline.config import InterruptionConfig
-from cadence.pipeline.frames import BackchannelFrame
 from cadence.pipeline.playback_ledger import PlaybackLedger
-from cadence.pipeline.playout_gate import PlayoutGate
-from cadence.pipeline.stage import Stage
 from cadence.pipeline.stages.turn.reply import Reply, ReplyState
 from cadence.voice.turn.cues import is_backchannel
-
-BargeIn = Callable[[Reply, float], Awaitable[None]]
-"""Cut ``reply`` for speech that began at ``at_ms``."""
 
 
 class SpeechOverReply(Enum):
@@ -52,40 +50,47 @@ class SpeechOverReply(Enum):
     """Over the reply being heard, backchannels off: cut it now."""
 
 
-@dataclass
-class _Overheard:
+@dataclass(frozen=True)
+class Overheard:
     """Caller sound over a reply being heard, the reply paused until it is judged."""
 
     reply: Reply
     at_ms: float
-    cut_later: asyncio.Task[None] | None = None
+    """When the caller began: a barge-in is dated from here, not from when it was judged."""
+    cut_due_ms: float
+    """When the sound, if still going on, is too long to be a backchannel: a barge-in,
+    whatever its words."""
+
+
+@dataclass(frozen=True)
+class Verdict:
+    """What the caller's sound over the paused reply was."""
+
+    overheard: Overheard
+    backchannel: bool
+    """A backchannel or no words: resume the reply. Else words: a barge-in."""
 
 
 class InterruptionJudge:
-    def __init__(
-        self,
-        stage: Stage,
-        *,
-        config: InterruptionConfig,
-        clock: Clock,
-        ledger: PlaybackLedger,
-        gate: PlayoutGate,
-        barge_in: BargeIn,
-    ) -> None:
-        self._stage = stage
+    def __init__(self, *, config: InterruptionConfig, ledger: PlaybackLedger) -> None:
         self._config = config
-        self._clock = clock
         self._ledger = ledger
-        self._gate = gate
-        self._barge_in = barge_in
-        self._overheard: _Overheard | None = None
-        self.ignoring = False
-        """The utterance in progress was judged a backchannel: its transcript is no turn."""
+        self._overheard: Overheard | None = None
+        self._ignoring = False
 
     @property
     def judging(self) -> bool:
         """A reply is paused over the caller's sound, waiting for its words."""
         return self._overheard is not None
+
+    @property
+    def ignoring(self) -> bool:
+        """The utterance in progress was judged a backchannel: its transcripts are no turn."""
+        return self._ignoring
+
+    def utterance_began(self) -> None:
+        """A new utterance began: whatever it is, it is not the backchannel judged before."""
+        self._ignoring = False
 
     def meaning(self, reply: Reply) -> SpeechOverReply:
         """What speech beginning now means for ``reply``."""
@@ -98,40 +103,30 @@ class InterruptionJudge:
             return SpeechOverReply.BARGES_IN
         return SpeechOverReply.CONTINUES_TURN
 
-    def pause(self, reply: Reply, at_ms: float) -> None:
-        """Pause the reply at once; its fate waits for what the caller said (or for speech too
-        long to be a backchannel)."""
-        self._gate.close()
-        overheard = _Overheard(reply, at_ms)
-        overheard.cut_later = self._stage.spawn(self._cut_when_long(overheard), name="overheard")
-        self._overheard = overheard
+    def paused(self, reply: Reply, at_ms: float) -> Overheard:
+        """The stage paused ``reply`` over the caller's sound that began at ``at_ms``: its
+        fate waits for what the caller said, or for the sound to go on past ``cut_due_ms``."""
+        cut_due_ms = at_ms + self._config.max_backchannel_ms
+        self._overheard = Overheard(reply, at_ms, cut_due_ms)
+        return self._overheard
 
-    async def resolve(self, text: str) -> bool:
-        """The caller's sound over the paused reply was ``text``: resume the reply if it was a
-        backchannel or no words (True), cut it if it was words (False)."""
+    def resolve(self, text: str) -> Verdict:
+        """The caller's sound over the paused reply was ``text``: a backchannel or no words
+        (the utterance is then ignored: no turn), or words (a turn after all, even after a
+        backchannel). The reply stays paused until the stage says ``pause_ended``."""
         overheard = self._overheard
         assert overheard is not None
-        if not is_backchannel(text):
-            self.ignoring = False  # words after a backchannel: a turn after all
-            await self._barge_in(overheard.reply, overheard.at_ms)
-            return False
-        self.end_pause()
-        self.ignoring = True
-        self._gate.open()
-        reply = overheard.reply
-        await self._stage.push(
-            BackchannelFrame(reply_index=reply.index, at_ms=overheard.at_ms, text=text)
-        )
-        return True
+        backchannel = is_backchannel(text)
+        self._ignoring = backchannel
+        return Verdict(overheard, backchannel)
 
-    def end_pause(self) -> None:
-        """No reply is paused over the caller's sound any more."""
-        overheard, self._overheard = self._overheard, None
-        if overheard is not None and overheard.cut_later is not None:
-            overheard.cut_later.cancel()
+    def final_came(self) -> bool:
+        """A final transcript came that no paused reply was waiting for: True if it is the
+        ignored backchannel's own, no turn — and the utterance it ended is over, so the
+        next final is heard again."""
+        ignored, self._ignoring = self._ignoring, False
+        return ignored
 
-    async def _cut_when_long(self, overheard: _Overheard) -> None:
-        limit_ms = self._config.max_backchannel_ms
-        await self._clock.sleep_until(overheard.at_ms + limit_ms)
-        overheard.cut_later = None  # this task is the one running: nothing to cancel
-        await self._barge_in(overheard.reply, overheard.at_ms)
+    def pause_ended(self) -> None:
+        """The stage resumed the paused reply, or cut it: no reply is paused any more."""
+        self._overheard = None

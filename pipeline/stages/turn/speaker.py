@@ -11,8 +11,9 @@ verb here says which of these it does:
 * ``speak_before_tools``: the reply waits on its tools: the words said so far go out now;
 * ``say_fixed``: a reply of fixed words (the hold reply, the request to repeat), said and ended;
 * ``finish``: end the reply with its last words (none, a fallback, or a fixed reply's): the
-  rest goes to TTS, the history gets the reply if it was committed, a goodbye is set to hang
-  up once heard, and ``EndOfReplyFrame`` goes out.
+  rest goes to TTS, the history gets the reply if it was committed (else the commit adds it:
+  ``History.add_reply_once_ready``), a goodbye is set to hang up once heard, and
+  ``EndOfReplyFrame`` goes out.
 """
 
 from __future__ import annotations
@@ -79,6 +80,5 @@ class Speaker:
         if reply.filler is not None:
             reply.filler.cancel()
         self._ender.hang_up_when_heard(reply)
-        if reply.committed and reply.in_history:
-            self._history.add_reply(reply)
+        self._history.add_reply_once_ready(reply)  # if committed already
         await self._stage.push(EndOfReplyFrame(reply_index=reply.index))

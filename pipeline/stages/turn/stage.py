@@ -5,12 +5,21 @@ Why it is small: it holds the one live ``Reply`` (LiveKit Agents' ``AgentActivit
 (``TurnCommitter``), what a sound during the reply means (``InterruptionJudge``), the reply's
 generation and tool rounds (``Generation``, ``ToolRounds``), its words to TTS (``Speaker``), the
 history (``History``) and the hang-up (``CallEnder``). What is left here are the moves that
-start and end a reply: answer, commit, barge in, drop, and the replies of fixed words (the hold
-reply, the request to repeat). The life of a turn is told in the package's docstring.
+start and end a reply: answer, commit, pause, resume, barge in, drop, and the replies of fixed
+words (the hold reply, the request to repeat).
+
+Why the rooms only report: each room's state is written by that room alone, told by the event
+that changes it (``TurnCommitter.speech_ended``, ``InterruptionJudge.utterance_began``, …),
+and a room answers what it makes of it (``SpeechOverReply``, a ``Verdict``) rather than acting
+through the stage. The stage decides and acts: a barge-in starts here (on the judge's
+verdict, on the stage's own timer for a sound too long to be a backchannel, or at the
+application's word), and the judge is then told the pause is over. The life of a turn is told
+in the package's docstring.
 """
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Sequence
 
 from cadence.core.clock import Clock
@@ -19,6 +28,7 @@ from cadence.llm import Turn, TurnGenerator
 from cadence.pipeline.config import FaultsConfig, ToolsConfig, TurnConfig
 from cadence.pipeline.end_of_turn import EndOfTurnDetector
 from cadence.pipeline.frames import (
+    BackchannelFrame,
     BargeInFrame,
     DTMFFrame,
     EndCallFrame,
@@ -40,7 +50,11 @@ from cadence.pipeline.stages.turn.commit import TurnCommitter
 from cadence.pipeline.stages.turn.generation import Generation
 from cadence.pipeline.stages.turn.hang_up import CallEnder
 from cadence.pipeline.stages.turn.history import History
-from cadence.pipeline.stages.turn.interruption import InterruptionJudge, SpeechOverReply
+from cadence.pipeline.stages.turn.interruption import (
+    InterruptionJudge,
+    Overheard,
+    SpeechOverReply,
+)
 from cadence.pipeline.stages.turn.reply import Reply, ReplyState
 from cadence.pipeline.stages.turn.speaker import Speaker
 from cadence.pipeline.stages.turn.tool_rounds import ToolRounds
@@ -85,14 +99,9 @@ class TurnStage(Stage):
         """The keys the caller pressed, for the tools."""
         self._history = History()
         self._committer = TurnCommitter(self, end_of_turn, clock=clock, history=self._history)
-        self._judge = InterruptionJudge(
-            self,
-            config=config.interruption,
-            clock=clock,
-            ledger=ledger,
-            gate=gate,
-            barge_in=self._barge_in,
-        )
+        self._judge = InterruptionJudge(config=config.interruption, ledger=ledger)
+        self._cut_later: asyncio.Task[None] | None = None
+        """The barge-in of a sound over the paused reply too long to be a backchannel."""
         self._ender = CallEnder(self, clock=clock, ledger=ledger)
         self._speaker = Speaker(
             self,
@@ -137,7 +146,7 @@ class TurnStage(Stage):
         match frame:
             case SpeechStartFrame():
                 await self.push(frame)
-                self._judge.ignoring = False
+                self._judge.utterance_began()
                 await self._on_speech(frame.at_ms, new_utterance=True)
                 if self._reply is None:
                     self.spawn(self._generator.prefill(self.history), name="prefill")
@@ -146,11 +155,11 @@ class TurnStage(Stage):
                 await self.push(frame)
                 await self._on_speech(frame.at_ms, new_utterance=False)
             case EndpointFrame():
-                self._committer.speech_end_ms = frame.speech_end_ms
+                self._committer.speech_ended(frame.speech_end_ms)
                 await self.push(frame)
             case SpeculativeTranscriptFrame():
                 await self.push(frame)
-                if self._judge.judging and await self._judge.resolve(frame.text):
+                if self._judge.judging and await self._judge_overheard(frame.text):
                     return
                 text = self._committer.joined(frame.text)
                 self._committer.listen(text, urgent=True)
@@ -176,7 +185,7 @@ class TurnStage(Stage):
             case TranscriptFailedFrame():
                 await self.push(frame)
                 if self._judge.judging:  # a short sound over the reply: go on
-                    await self._judge.resolve("")
+                    await self._judge_overheard("")
                 elif not self._judge.ignoring:
                     await self._ask_to_repeat(frame.at_ms)
             case _:
@@ -185,10 +194,9 @@ class TurnStage(Stage):
     # --- what the caller's words and sounds start ------------------------------------------
 
     async def _on_final(self, frame: FinalTranscriptFrame) -> None:
-        if self._judge.judging and await self._judge.resolve(frame.text):
+        if self._judge.judging and await self._judge_overheard(frame.text):
             return
-        if self._judge.ignoring:
-            self._judge.ignoring = False
+        if self._judge.final_came():  # the backchannel's own transcript
             return
         text = self._committer.joined(frame.text)
         if not text:
@@ -215,7 +223,7 @@ class TurnStage(Stage):
                 reply.heard_to_end()
                 self._reply = None
             case SpeechOverReply.PAUSES_IT:
-                self._judge.pause(reply, at_ms)
+                self._pause(reply, at_ms)
             case SpeechOverReply.BARGES_IN:
                 await self._barge_in(reply, at_ms)
             case SpeechOverReply.CONTINUES_TURN:
@@ -226,6 +234,40 @@ class TurnStage(Stage):
                 if reply.committed:  # the user turn is open again
                     self._history.withdraw(reply)
                     await self.push(TurnWithdrawnFrame(reply_index=reply.index, heard_ms=heard_ms))
+
+    def _pause(self, reply: Reply, at_ms: float) -> None:
+        """Pause the reply being heard at once (playout hands no more of it over): its fate
+        waits for what the caller said, or for the sound to go on too long to be a
+        backchannel."""
+        self._gate.close()
+        overheard = self._judge.paused(reply, at_ms)
+        self._cut_later = self.spawn(self._cut_when_long(overheard), name="overheard")
+
+    async def _judge_overheard(self, text: str) -> bool:
+        """The sound over the paused reply was ``text``: True if the judge heard a backchannel
+        (or no words) and the reply resumed where it stopped; False if words, which cut it and
+        are a turn of their own."""
+        verdict = self._judge.resolve(text)
+        reply, at_ms = verdict.overheard.reply, verdict.overheard.at_ms
+        if not verdict.backchannel:
+            await self._barge_in(reply, at_ms)
+            return False
+        self._end_pause()
+        self._gate.open()
+        await self.push(BackchannelFrame(reply_index=reply.index, at_ms=at_ms, text=text))
+        return True
+
+    async def _cut_when_long(self, overheard: Overheard) -> None:
+        await self._clock.sleep_until(overheard.cut_due_ms)
+        self._cut_later = None  # this task is the one running: nothing to cancel
+        await self._barge_in(overheard.reply, overheard.at_ms)
+
+    def _end_pause(self) -> None:
+        """No reply is paused over the caller's sound any more (resumed, or cut)."""
+        self._judge.pause_ended()
+        if self._cut_later is not None:
+            self._cut_later.cancel()
+            self._cut_later = None
 
     async def _hold_on(self, text: str, at_ms: float) -> None:
         """The caller asked the agent to wait: ``hold_reply`` instead of an answer, or silence
@@ -297,13 +339,14 @@ class TurnStage(Stage):
         if reply.in_history:
             self._committer.turn_closed()
             self._history.open_turn(reply)
+        self._history.add_reply_once_ready(reply)  # if generated ahead of the commit
         speech_end_ms = self._committer.speech_end_ms
         await self.push(reply.committed_frame(self._clock.now_ms(), speech_end_ms))
 
     async def _barge_in(self, reply: Reply, at_ms: float) -> None:
         """Cut the reply being heard: the history keeps the words heard, its calls and their
         results; the work and the audio still to come are thrown away."""
-        self._judge.end_pause()
+        self._end_pause()
         self._reply = None
         reply.interrupt()
         # What the history says of the reply is settled before anything is awaited: the cut of
