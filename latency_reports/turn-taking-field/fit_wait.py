@@ -25,6 +25,8 @@ import json
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+
 from cadence.pipeline.config import EndOfTurnConfig
 from cadence.tooling.bench.tradeoff import (
     CONFIDENCES,
@@ -37,6 +39,27 @@ from cadence.tooling.bench.tradeoff import (
 )
 
 SCALES_MS = (100, 150, 200, 300, 400, 600, 800)
+BAND = (200.0, 1200.0, 0.85, 0.75)
+"""The rule this one replaced (min_wait_ms, max_wait_ms, complete_at, incomplete_at): the
+least wait at P ≥ 0.85, the most at P ≤ 0.75, linear between — read here beside it."""
+
+
+def band_wait_ms(p: float) -> float:
+    least, most, complete_at, incomplete_at = BAND
+    doubt = min(max((complete_at - p) / (complete_at - incomplete_at), 0.0), 1.0)
+    return least + (most - least) * doubt
+
+
+def band_point(cases: list[PausedCase], ends: list[float]) -> dict[str, float | None]:
+    cut = sum(band_wait_ms(c.p) < c.silence_ms for c in cases)
+    paid = sorted(band_wait_ms(p) for p in ends)
+    return {
+        "cut_offs": cut / len(cases) if cases else None,
+        "median_wait_ms": float(np.median(paid)) if paid else None,
+        "mean_wait_ms": float(np.mean(paid)) if paid else None,
+    }
+
+
 MAX_WAITS_MS = (1500, 2000, 2500, 3000)
 MODEL = "lm model"
 
@@ -140,6 +163,7 @@ def main() -> None:
                     "p90_wait_ms": point.p90_wait_ms,
                 },
                 "field": field_figures(curve),
+                "two_valued_band": band_point(cases, ends),
             }
     args.out.write_text(json.dumps(result, indent=2) + "\n")
     print(json.dumps(result, indent=2))
