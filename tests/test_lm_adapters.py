@@ -16,6 +16,14 @@ from cadence.llm.chatml_tools import CALL_TOKEN, SMOLLM2_IDS
 from cadence.llm.dialogue import Turn
 from cadence.tooling.training.corpus import read_dialogues
 from cadence.tooling.training.lm_adapter import TARGETS, load_base, read_adapter
+from cadence.tooling.training.lm_carry import (
+    PART_BYTES,
+    RUNS,
+    CarryError,
+    carried,
+    join_state,
+    split_state,
+)
 from cadence.tooling.training.lm_corpus import (
     CorpusSlice,
     build_lm_corpus,
@@ -183,3 +191,68 @@ def test_the_corpus_file_holds_uint16_ids_and_the_written_bits(corpus: Path) -> 
     assert written.any()
     assert not written[:, 0].any()
     assert (data["ids"][written] != 0).all()
+
+
+def test_training_adds_up_across_calls_through_the_carried_state_alone(
+    corpus: Path, base: torch.nn.Module, tmp_path: Path
+) -> None:
+    # Three device calls, each on a fresh machine (its own state and output folders), only the
+    # carried parts going from one to the next, end on the very weights of one call that
+    # trained all their steps: the adapter, AdamW's moments and the step travel, and the data
+    # position and every random draw follow from the step.
+    def options(out: Path, **changes: object) -> AdapterOptions:
+        values: dict[str, object] = {
+            "data": corpus,
+            "gguf": _gguf(),
+            "out_dir": out,
+            "layers": LAYERS,
+            "phases": ("bd",),
+            "accumulate": True,
+            "bd_steps": 2,
+            "bd_batch": 2,
+            "warmup_steps": 2,
+            "log_every": 1,
+            "bd_lr": 3e-3,
+            "threads": 2,
+        }
+        return AdapterOptions(**(values | changes))  # type: ignore[arg-type]
+
+    whole = train_adapters(options(tmp_path / "whole", bd_steps=6), base)
+    assert whole["bd"]["step"] == 6
+    carry = tmp_path / "carry"
+    for call in range(3):
+        train_adapters(options(tmp_path / f"call-{call}", carry_dir=carry), base)
+    a, _ = read_adapter(tmp_path / "whole" / "smollm2-bd.safetensors")
+    b, meta = read_adapter(tmp_path / "call-2" / "smollm2-bd.safetensors")
+    assert meta["steps"] == 6
+    assert all(torch.equal(a[k], b[k]) for k in a)
+    runs = [json.loads(line) for line in (carry / "bd" / RUNS).read_text().splitlines()]
+    assert [run["step"] for run in runs] == [2, 4, 6]
+    assert all(run["last_loss"] is not None for run in runs)
+    manifest = carried(carry / "bd")
+    assert manifest is not None
+    assert manifest["step"] == 6
+    assert all(part["bytes"] <= PART_BYTES for part in manifest["parts"])
+
+
+def test_the_carried_state_is_cut_in_parts_and_put_back_byte_for_byte(tmp_path: Path) -> None:
+    state = tmp_path / "bd.pt"
+    state.write_bytes(np.random.default_rng(0).bytes(1000))
+    manifest = split_state(state, tmp_path / "carry", {"step": 7}, part_bytes=300)
+    assert [part["bytes"] for part in manifest["parts"]] == [300, 300, 300, 100]
+    joined = join_state(tmp_path / "carry", tmp_path / "device")
+    assert joined.read_bytes() == state.read_bytes()
+    # Cut again shorter: the parts that no longer belong go.
+    state.write_bytes(state.read_bytes()[:500])
+    split_state(state, tmp_path / "carry", {"step": 8}, part_bytes=300)
+    assert sorted(p.name for p in (tmp_path / "carry").glob("bd.part*")) == [
+        "bd.part000",
+        "bd.part001",
+    ]
+    part = tmp_path / "carry" / "bd.part001"
+    part.write_bytes(b"x" + part.read_bytes()[1:])
+    with pytest.raises(CarryError, match=r"bd\.part001: not the part"):
+        join_state(tmp_path / "carry", tmp_path / "device")
+    part.unlink()
+    with pytest.raises(CarryError, match="missing"):
+        join_state(tmp_path / "carry", tmp_path / "device")

@@ -33,6 +33,7 @@ import torch
 from torch import nn
 
 from cadence.tooling.training.lm_adapter import attach_lora, load_base, load_lora_state, sha256
+from cadence.tooling.training.lm_carry import carried, join_state, log_run
 from cadence.tooling.training.lm_train_options import AdapterOptions, jsonable
 from cadence.tooling.training.lm_train_phase import Windows, train_phase
 from cadence.tooling.training.lm_train_state import METRICS, write_json
@@ -59,6 +60,9 @@ def train_adapters(options: AdapterOptions, base: nn.Module | None = None) -> di
     else:
         model = copy.deepcopy(base).to(device)
     attach_lora(model, options.rank, options.alpha, options.seed)
+    if options.carry_dir is not None:
+        for phase in options.phases:
+            _take_carried(options.carry_dir / phase, state_dir / f"{phase}.pt")
     metrics: dict[str, Any] = {"options": jsonable(options), "device": str(device)}
     metrics["data"] = json.loads(bytes(data["meta"]).decode())
     for phase in options.phases:
@@ -91,7 +95,31 @@ def train_adapters(options: AdapterOptions, base: nn.Module | None = None) -> di
             metrics["eval"] = evaluate_calls(model, data, options.eval_calls, device)
     metrics["seconds"] = time.monotonic() - started
     write_json(options.out_dir / METRICS, metrics)
+    if options.carry_dir is not None:
+        for phase in options.phases:
+            if isinstance(metrics.get(phase), dict):
+                record = {"device": str(device), "seconds": metrics["seconds"]}
+                log_run(options.carry_dir / phase, record | _summary(metrics[phase]))
     return metrics
+
+
+def _take_carried(carry: Path, state_file: Path) -> None:
+    """The carried state in place of ``state_file``, unless that one is further on."""
+    manifest = carried(carry)
+    if manifest is None:
+        return
+    if state_file.exists():
+        local = torch.load(state_file, weights_only=False)["state"]["step"]
+        if local >= manifest["step"]:
+            return
+    join_state(carry, state_file.parent)
+
+
+def _summary(phase: dict[str, Any]) -> dict[str, Any]:
+    """What the run log keeps of a phase's state: where it got to, and how well."""
+    keys = ("step", "tokens", "written_tokens", "seconds", "validation_nll", "done", "error")
+    last = phase.get("loss") or [[None, None]]
+    return {k: phase[k] for k in keys if k in phase} | {"last_loss": last[-1][1]}
 
 
 def _windows(ids: np.ndarray[Any, Any], packed: np.ndarray[Any, Any]) -> Windows:
@@ -122,6 +150,8 @@ def parse_options(argv: Sequence[str]) -> AdapterOptions:
             converted[key] = tuple(text.split(","))
         elif "float" in kind:
             converted[key] = float(text)
+        elif "bool" in kind:
+            converted[key] = text.lower() in ("1", "true", "yes")
         elif "int" in kind:
             converted[key] = int(text)
         else:

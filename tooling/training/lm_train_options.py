@@ -63,6 +63,14 @@ class AdapterOptions:
     threads: int | None = None
     stop_after: int | None = None
     """Stop (resumably) after this many steps of a phase in this call (tests of resuming)."""
+    accumulate: bool = False
+    """Training that adds up across calls: a finished phase goes on for ``ar_steps`` /
+    ``bd_steps`` more (its time budget shortening them to fit), and the learning rate, once
+    warmed up, is held (no decay to end on), so that every call continues the last."""
+    carry_dir: Path | None = None
+    """Where each phase's state travels between device calls (``lm_carry``: parts under 16 MiB
+    in ``carry_dir/PHASE``, and the log of the calls): joined into ``state_dir`` at the start
+    when it is further on than what is there, cut into it again at every checkpoint."""
 
 
 def jsonable(options: AdapterOptions) -> dict[str, Any]:

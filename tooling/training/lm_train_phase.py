@@ -56,6 +56,9 @@ def train_phase(
         load_lora_state(model, saved["lora"])
         optimizer.load_state_dict(saved["optimizer"])
         state = PhaseState(**saved["state"])
+    if state.done and options.accumulate:  # another call's worth, from where the last ended
+        state.done = False
+        state.total_steps = state.step + (options.ar_steps if phase == "ar" else options.bd_steps)
     if state.done:
         return state
     if phase == "bd":
@@ -128,9 +131,12 @@ def _batch_rows(seed: int, step: int, per_epoch: int, batch: int, count: int) ->
 
 
 def _schedule(step: int, total: int, options: AdapterOptions) -> float:
-    """Linear warm-up, then cosine down to ``min_lr_ratio``."""
+    """Linear warm-up, then cosine down to ``min_lr_ratio`` — or, for training that
+    accumulates across calls, held: no call knows how many will follow it."""
     if step < options.warmup_steps:
         return (step + 1) / options.warmup_steps
+    if options.accumulate:
+        return 1.0
     progress = min((step - options.warmup_steps) / max(total - options.warmup_steps, 1), 1.0)
     return options.min_lr_ratio + (1 - options.min_lr_ratio) * 0.5 * (
         1 + math.cos(math.pi * progress)

@@ -1,5 +1,5 @@
 """A phase's resumable state, and where it is written: the state file, the fp16 adapter and
-the metrics so far.
+the metrics so far — and, when the state travels between device calls, its carried parts.
 
 Apart from the loop so that what is saved and what a resumed phase reads back are defined in
 one place: ``state_dir/PHASE.pt`` holds the adapter in float32, AdamW's moments and the
@@ -19,6 +19,7 @@ import torch
 from torch import nn
 
 from cadence.tooling.training.lm_adapter import CALL_ID, MASK_ID, ROWS, lora_state, save_adapter
+from cadence.tooling.training.lm_carry import split_state
 from cadence.tooling.training.lm_train_options import AdapterOptions, Phase
 
 ADAPTER = "smollm2-{phase}.safetensors"
@@ -58,6 +59,9 @@ def checkpoint(
     }
     torch.save(payload, temporary)
     temporary.replace(path)
+    if options.carry_dir is not None:
+        info = {"phase": phase, "step": state.step, "tokens": state.tokens, "done": state.done}
+        split_state(path, options.carry_dir / phase, info)
     meta = {
         "objective": phase,
         "rank": options.rank,
