@@ -67,6 +67,24 @@ def corpus(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return out
 
 
+def _slice(corpus: Path, out: Path, **changes: object) -> AdapterOptions:
+    """The recipe on the CPU slice: two layers, small batches, a quick warm-up."""
+    values: dict[str, object] = {
+        "data": corpus,
+        "gguf": _gguf(),
+        "out_dir": out,
+        "layers": LAYERS,
+        "ar_batch": 4,
+        "bd_batch": 2,
+        "warmup_steps": 2,
+        "log_every": 1,
+        "ar_lr": 3e-3,
+        "bd_lr": 3e-3,
+        "threads": 2,
+    }
+    return AdapterOptions(**(values | changes))  # type: ignore[arg-type]
+
+
 @pytest.fixture(scope="module")
 def base() -> torch.nn.Module:
     return load_base(_gguf(), torch.device("cpu"), torch.float32, LAYERS)
@@ -118,22 +136,7 @@ def test_the_recipe_on_a_slice_lowers_the_loss_and_resumes_to_the_same_weights(
     corpus: Path, base: torch.nn.Module, tmp_path: Path
 ) -> None:
     def options(out: Path, **changes: object) -> AdapterOptions:
-        values: dict[str, object] = {
-            "data": corpus,
-            "gguf": _gguf(),
-            "out_dir": out,
-            "layers": LAYERS,
-            "ar_steps": 8,
-            "bd_steps": 4,
-            "ar_batch": 4,
-            "bd_batch": 2,
-            "warmup_steps": 2,
-            "log_every": 4,
-            "ar_lr": 3e-3,
-            "bd_lr": 3e-3,
-            "threads": 2,
-        }
-        return AdapterOptions(**(values | changes))  # type: ignore[arg-type]
+        return _slice(corpus, out, ar_steps=8, bd_steps=4, log_every=4, **changes)
 
     whole = train_adapters(options(tmp_path / "whole"), base)
     ar_losses = [loss for _, loss in whole["ar"]["loss"]]
@@ -201,21 +204,7 @@ def test_training_adds_up_across_calls_through_the_carried_state_alone(
     # trained all their steps: the adapter, AdamW's moments and the step travel, and the data
     # position and every random draw follow from the step.
     def options(out: Path, **changes: object) -> AdapterOptions:
-        values: dict[str, object] = {
-            "data": corpus,
-            "gguf": _gguf(),
-            "out_dir": out,
-            "layers": LAYERS,
-            "phases": ("bd",),
-            "accumulate": True,
-            "bd_steps": 2,
-            "bd_batch": 2,
-            "warmup_steps": 2,
-            "log_every": 1,
-            "bd_lr": 3e-3,
-            "threads": 2,
-        }
-        return AdapterOptions(**(values | changes))  # type: ignore[arg-type]
+        return _slice(corpus, out, phases=("bd",), accumulate=True, bd_steps=2, **changes)
 
     whole = train_adapters(options(tmp_path / "whole", bd_steps=6), base)
     assert whole["bd"]["step"] == 6
