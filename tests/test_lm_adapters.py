@@ -136,7 +136,8 @@ def test_the_recipe_on_a_slice_lowers_the_loss_and_resumes_to_the_same_weights(
     corpus: Path, base: torch.nn.Module, tmp_path: Path
 ) -> None:
     def options(out: Path, **changes: object) -> AdapterOptions:
-        return _slice(corpus, out, ar_steps=8, bd_steps=4, log_every=4, **changes)
+        recipe: dict[str, object] = {"ar_steps": 8, "bd_steps": 4, "log_every": 4}
+        return _slice(corpus, out, **(recipe | changes))
 
     whole = train_adapters(options(tmp_path / "whole"), base)
     ar_losses = [loss for _, loss in whole["ar"]["loss"]]
@@ -204,7 +205,8 @@ def test_training_adds_up_across_calls_through_the_carried_state_alone(
     # trained all their steps: the adapter, AdamW's moments and the step travel, and the data
     # position and every random draw follow from the step.
     def options(out: Path, **changes: object) -> AdapterOptions:
-        return _slice(corpus, out, phases=("bd",), accumulate=True, bd_steps=2, **changes)
+        recipe: dict[str, object] = {"phases": ("bd",), "accumulate": True, "bd_steps": 2}
+        return _slice(corpus, out, **(recipe | changes))
 
     whole = train_adapters(options(tmp_path / "whole", bd_steps=6), base)
     assert whole["bd"]["step"] == 6
