@@ -300,14 +300,21 @@ async def test_a_reply_heard_longer_is_paused_not_taken_back(engine: Engine) -> 
     assert barge_in.reply_index == reply_index
 
 
-async def test_a_backchannel_judged_early_leaves_its_final_no_turn(engine: Engine) -> None:
-    # Judged on the speculative transcript: the reply resumes then, and the same utterance's
-    # final transcript is the backchannel's own — no turn. The caller's next utterance is one.
+async def uh_huh_at_the_pause(engine: Engine) -> int:
+    """A reply being heard, the caller's sound over it at 3,000 ms, and "Uh-huh." as the
+    speculative transcript at its pause (300 ms later); the reply's index."""
     reply_index = await answered(engine)
     await engine.at(3000)
     await engine.feed(SpeechStartFrame(at_ms=3000))
     await engine.at(3300)
     await engine.feed(SpeculativeTranscriptFrame(text="Uh-huh.", at_ms=3300))
+    return reply_index
+
+
+async def test_a_backchannel_judged_early_leaves_its_final_no_turn(engine: Engine) -> None:
+    # Judged on the speculative transcript: the reply resumes then, and the same utterance's
+    # final transcript is the backchannel's own — no turn. The caller's next utterance is one.
+    reply_index = await uh_huh_at_the_pause(engine)
     assert engine.gate.is_open
     assert len(engine.seen.of(BackchannelFrame)) == 1
     await engine.at(3600)
@@ -324,11 +331,7 @@ async def test_a_backchannel_judged_early_leaves_its_final_no_turn(engine: Engin
 async def test_words_after_a_backchannel_in_the_same_utterance_are_a_turn(engine: Engine) -> None:
     # "Uh-huh" at the caller's pause resumes the reply; their speech coming back pauses it
     # again, and the final transcript has words: a barge-in after all, then answered.
-    reply_index = await answered(engine)
-    await engine.at(3000)
-    await engine.feed(SpeechStartFrame(at_ms=3000))
-    await engine.at(3300)
-    await engine.feed(SpeculativeTranscriptFrame(text="Uh-huh.", at_ms=3300))
+    reply_index = await uh_huh_at_the_pause(engine)
     await engine.at(3400)
     await engine.feed(SpeechResumedFrame(at_ms=3400))
     assert not engine.gate.is_open
