@@ -9,6 +9,7 @@ two); figures are medians and tails, never means.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterable, Sequence
 
 import numpy as np
@@ -63,3 +64,9 @@ def auc(scores: npt.ArrayLike, labels: npt.ArrayLike) -> float:
     if not n_pos or not n_neg:
         return float("nan")
     return float((ranks[positives].sum() - n_pos * (n_pos + 1) / 2) / (n_pos * n_neg))
+
+
+def logit(p: float, floor: float = 1e-9) -> float:
+    """log(p / (1 − p)), with p kept ``floor`` away from 0 and 1 so that it is finite."""
+    q = min(max(p, floor), 1.0 - floor)
+    return math.log(q / (1.0 - q))

@@ -19,7 +19,6 @@ One detector per call: it holds the call's conversation cache.
 from __future__ import annotations
 
 import logging
-import math
 import re
 import threading
 from collections.abc import Callable
@@ -27,6 +26,7 @@ from functools import cache
 from typing import TypeVar
 
 from cadence.core.priority import Priority, PriorityWorker
+from cadence.core.stats import logit
 from cadence.llm.pretrained import ScoredConversation, TurnEndModel
 from cadence.pipeline.config import EndOfTurnConfig
 from cadence.voice.turn import TextEndOfTurnModel
@@ -50,14 +50,9 @@ def end_of_turn_wait_ms(p: float, options: EndOfTurnConfig) -> float:
     ``confidence``'s: t = scale·(logit(confidence) − logit(P)), within ``min_wait_ms`` …
     ``max_wait_ms``. One knob (``confidence``) moves the whole rule along the trade-off
     between cut-offs and waiting, and every P has its own wait: no band, no steps."""
-    z = _logit(options.confidence) - _logit(p)
+    z = logit(options.confidence, 1e-6) - logit(p, 1e-6)
     wait = options.pause_scale_ms * z
     return min(max(wait, float(options.min_wait_ms)), float(options.max_wait_ms))
-
-
-def _logit(p: float) -> float:
-    q = min(max(p, 1e-6), 1.0 - 1e-6)
-    return math.log(q / (1.0 - q))
 
 
 MODELS = ("lm", "text")

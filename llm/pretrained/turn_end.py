@@ -32,6 +32,7 @@ from dataclasses import dataclass
 from importlib import resources
 from typing import Any
 
+from cadence.core.stats import logit
 from cadence.llm.pretrained.language_model import LanguageModel, ScoredConversation
 
 SYSTEM_PROMPT = "You are a helpful voice assistant on a phone call."
@@ -46,11 +47,6 @@ _TRAILING = re.compile(r"[\s.,!?;:…]+$")
 _PRONOUN_I = re.compile(r"\bi\b(?=$|[\s'’,.!?])")
 _FLOOR = -30.0
 """Log-probabilities below this are this: a feature must be finite."""
-
-
-def _logit(p: float) -> float:
-    p = min(max(p, 1e-9), 1 - 1e-9)
-    return math.log(p / (1 - p))
 
 
 FEATURES = (
@@ -181,7 +177,7 @@ class TurnEndSession:
         the three sentence ends."""
         words = spoken_words(text)
         if not words:
-            return [_logit(0.0), *([_FLOOR] * (len(FEATURES) - 1))]
+            return [logit(0.0), *([_FLOOR] * (len(FEATURES) - 1))]
         model, ends = self._scorer.model, self._scorer._ends
         ids = [*self._scorer.context(agent_text), *model.encode(words)]
         log_probs = self.conversation.log_probs(ids, ends).clamp(min=_FLOOR)
@@ -193,7 +189,7 @@ class TurnEndSession:
         )
         row = log_probs[0]
         return [
-            _logit(p_end),
+            logit(p_end),
             float(row[end]),
             *(float(row[mark]) for mark in ends),
             *after,
